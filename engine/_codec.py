@@ -1,0 +1,112 @@
+"""Encode and decode durable values as JSON text.
+
+Values are validated against their declared type with pydantic. Bytes have no JSON form, so they
+travel as ``{"$bytes": "<base64>"}``; everything else uses pydantic's JSON mode.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from datetime import date, datetime, time
+from enum import Enum
+from functools import lru_cache
+from typing import Any
+from uuid import UUID
+
+from pydantic import TypeAdapter, ValidationError
+
+from engine.errors import InvalidArgumentError
+
+BYTES_MARKER = "$bytes"
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+@lru_cache(maxsize=1024)
+def adapter_for(value_type: Any) -> TypeAdapter[Any]:
+    """Return a cached pydantic adapter for a declared value type."""
+    return TypeAdapter(value_type)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Turn a validated Python value into plain JSON data (bytes become a marker object)."""
+    if value is None or isinstance(value, str | bool):
+        return value
+    if isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise InvalidArgumentError(f"integer {value} is outside the int64 range")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidArgumentError("numbers must be finite (no NaN or infinity)")
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {BYTES_MARKER: base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, Enum):
+        return to_jsonable(value.value)
+    # pydantic models, dataclasses and anything else pydantic knows how to dump.
+    dumped = adapter_for(type(value)).dump_python(value, mode="python")
+    if dumped is value:
+        raise InvalidArgumentError(f"values of type {type(value).__name__} cannot be stored")
+    return to_jsonable(dumped)
+
+
+def from_jsonable(data: Any) -> Any:
+    """Undo the bytes marker in plain JSON data."""
+    if isinstance(data, dict):
+        if len(data) == 1 and BYTES_MARKER in data and isinstance(data[BYTES_MARKER], str):
+            return base64.b64decode(data[BYTES_MARKER])
+        return {k: from_jsonable(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [from_jsonable(v) for v in data]
+    return data
+
+
+def validate(value_type: Any, value: Any, *, what: str, strict: bool) -> Any:
+    """Validate ``value`` against ``value_type`` or raise InvalidArgumentError naming ``what``.
+
+    ``strict`` is used for Python values written by handlers (``True`` stays a bool, ``1`` is not
+    a bool); values arriving as JSON are checked in lax mode so ISO strings become datetimes.
+    """
+    if value_type is Any or value_type is object:
+        return value
+    try:
+        if strict:
+            try:
+                return adapter_for(value_type).validate_python(value, strict=True)
+            except ValidationError:
+                # Strict mode refuses an int for a float; widening is safe, nothing else is.
+                if value_type is float and isinstance(value, int) and not isinstance(value, bool):
+                    return float(value)
+                raise
+        return adapter_for(value_type).validate_python(from_jsonable(value))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        suffix = f" at {where}" if where else ""
+        raise InvalidArgumentError(
+            f"{what}: {first.get('msg', 'invalid value')}{suffix}", field=what
+        ) from None
+
+
+def encode(value: Any) -> str:
+    """Serialize a validated value to compact JSON text."""
+    return json.dumps(to_jsonable(value), separators=(",", ":"), allow_nan=False)
+
+
+def decode(value_type: Any, text: str) -> Any:
+    """Parse stored JSON text into a value of ``value_type``."""
+    data = json.loads(text)
+    if value_type is Any or value_type is object:
+        return from_jsonable(data)
+    return adapter_for(value_type).validate_python(from_jsonable(data))

@@ -1,0 +1,1 @@
+"""The engine's machinery: clock, locks, timers, the Step scheduler and the RPC executor."""

@@ -1,0 +1,77 @@
+"""A timer queue driven by the engine's clock: one task sleeps until the earliest deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+from collections.abc import Callable
+
+from engine.clock import Clock
+
+log = logging.getLogger("dexlite.timers")
+
+
+class TimerHandle:
+    """A scheduled callback that can be cancelled."""
+
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Stop the callback from running."""
+        self.cancelled = True
+
+
+class Timers:
+    """Runs callbacks at clock times."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._heap: list[tuple[float, int, TimerHandle, Callable[[], None]]] = []
+        self._counter = itertools.count()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the timer task."""
+        self._task = asyncio.create_task(self._run(), name="dexlite-timers")
+
+    async def stop(self) -> None:
+        """Stop the timer task; pending callbacks do not run."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        """Run ``callback`` once the clock reaches ``when`` (epoch seconds)."""
+        handle = TimerHandle()
+        heapq.heappush(self._heap, (when, next(self._counter), handle, callback))
+        self._changed.set()
+        return handle
+
+    async def _run(self) -> None:
+        while True:
+            now = self._clock.now()
+            while self._heap and self._heap[0][0] <= now:
+                _, _, handle, callback = heapq.heappop(self._heap)
+                if not handle.cancelled:
+                    try:
+                        callback()
+                    except Exception:  # a timer callback must not stop the timer task
+                        log.exception("timer callback failed")
+            self._changed.clear()
+            delay = self._heap[0][0] - now if self._heap else 3600.0
+            sleeper = asyncio.ensure_future(self._clock.sleep(delay))
+            changed = asyncio.ensure_future(self._changed.wait())
+            try:
+                await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                changed.cancel()

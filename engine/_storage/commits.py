@@ -1,0 +1,468 @@
+"""Commit units: each function here returns a ``unit(conn)`` that the single writer runs inside
+one transaction. Units validate what they depend on (the run is open, the Step attempt is still
+current) inside that transaction, then apply their effects in the seed's order: Attribute
+writes, then cancellations, then new Steps, then the run's own state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
+
+from engine._storage import tables as t
+from engine._storage.records import (
+    COMPLETED,
+    FAILED,
+    PHASE_EXECUTE,
+    RUNNING,
+    STEP_CANCELED,
+    STEP_COMPLETED,
+    STEP_FAILED,
+    STEP_PENDING,
+    AttributeWrite,
+    CommitResult,
+    Effects,
+    NewStep,
+    StepOutcome,
+)
+from engine.errors import FlowAlreadyStartedError, FlowNotActiveOrNotFoundError
+
+Unit = Callable[[Connection], Any]
+
+
+class StaleAttemptError(Exception):
+    """The Step attempt was canceled, retried or its run closed before it could commit."""
+
+
+# -- shared pieces ----------------------------------------------------------------------------
+
+
+def _dialect_insert(conn: Connection) -> Any:
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
+
+
+def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite], now: int) -> None:
+    """Upsert or delete Attribute rows; the last write to a key wins."""
+    latest: dict[tuple[str, str], AttributeWrite] = {}
+    for w in writes:
+        latest[(w.name, w.instance)] = w
+    upserts = [
+        {"run_id": run_id, "name": w.name, "instance": w.instance, "value": w.value,
+         "blob": w.blob, "updated_at": now}
+        for w in latest.values()
+        if w.value is not None or w.blob
+    ]
+    deletes = [
+        {"r": run_id, "n": w.name, "i": w.instance}
+        for w in latest.values()
+        if w.value is None and not w.blob
+    ]
+    if upserts:
+        stmt = _dialect_insert(conn)(t.attributes)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[t.attributes.c.run_id, t.attributes.c.instance, t.attributes.c.name],
+            set_={
+                "value": stmt.excluded.value,
+                "blob": stmt.excluded.blob,
+                "updated_at": stmt.excluded.updated_at,
+            },
+        )
+        conn.execute(stmt, upserts)
+    if deletes:
+        conn.execute(
+            delete(t.attributes).where(
+                t.attributes.c.run_id == bindparam("r"),
+                t.attributes.c.instance == bindparam("i"),
+                t.attributes.c.name == bindparam("n"),
+            ),
+            deletes,
+        )
+
+
+def add_history(
+    conn: Connection, run_id: str, events: Iterable[tuple[str, dict[str, Any]]], now: int
+) -> None:
+    """Append events to the run's history."""
+    rows = [
+        {"run_id": run_id, "event_type": kind, "at": now,
+         "details": json.dumps(details, separators=(",", ":"), default=str)}
+        for kind, details in events
+    ]
+    if rows:
+        conn.execute(insert(t.history), rows)
+
+
+def insert_steps(conn: Connection, run_id: str, steps: Iterable[NewStep], now: int) -> None:
+    """Create pending Step executions."""
+    rows = [
+        {"id": s.id, "run_id": run_id, "step_type": s.step_type, "input": s.input,
+         "state": STEP_PENDING, "phase": s.phase, "attempt": 1, "due_at": s.due_at,
+         "created_at": now}
+        for s in steps
+    ]
+    if rows:
+        conn.execute(insert(t.step_executions), rows)
+
+
+def cancel_steps(
+    conn: Connection,
+    run_id: str,
+    now: int,
+    *,
+    step_types: Iterable[str] | None = None,
+    keep: Iterable[str] = (),
+) -> tuple[str, ...]:
+    """Cancel the run's active Steps (of ``step_types`` if given) except ``keep``."""
+    se = t.step_executions
+    query = select(se.c.id).where(se.c.run_id == run_id, se.c.state == STEP_PENDING)
+    if step_types is not None:
+        types = list(step_types)
+        if not types:
+            return ()
+        query = query.where(se.c.step_type.in_(types))
+    keep_ids = set(keep)
+    ids = tuple(r for r in conn.execute(query).scalars() if r not in keep_ids)
+    if ids:
+        conn.execute(
+            update(se)
+            .where(se.c.id.in_(ids))
+            .values(state=STEP_CANCELED, closed_at=now, due_at=None)
+        )
+    return ids
+
+
+def _run_status(conn: Connection, run_id: str) -> str | None:
+    return conn.execute(select(t.runs.c.status).where(t.runs.c.run_id == run_id)).scalar()
+
+
+def close_run(
+    conn: Connection,
+    run_id: str,
+    status: str,
+    now: int,
+    *,
+    error_type: str | None = None,
+    error_message: str | None = None,
+) -> tuple[str, ...]:
+    """Close an open run and cancel its active Steps; returns the canceled Step IDs."""
+    canceled = cancel_steps(conn, run_id, now)
+    conn.execute(
+        update(t.runs)
+        .where(t.runs.c.run_id == run_id)
+        .values(status=status, closed_at=now, error_type=error_type, error_message=error_message)
+    )
+    add_history(
+        conn,
+        run_id,
+        [("FLOW_CLOSED", {"status": status, "errorType": error_type, "errorMessage": error_message})],
+        now,
+    )
+    return canceled
+
+
+# -- units ------------------------------------------------------------------------------------
+
+
+def start_run(
+    *,
+    flow_id: str,
+    flow_type: str,
+    run_id: str,
+    input: str,
+    request_id: str | None,
+    id_reuse_policy: str,
+    ignore_already_started: bool,
+    timeout_at: int | None,
+    writes: list[AttributeWrite],
+    start_step: NewStep | None,
+    now: int,
+) -> Unit:
+    """Create a run with its initial Attributes and start Step, honouring ID reuse."""
+
+    def unit(conn: Connection) -> tuple[str, bool, CommitResult | None]:
+        latest = conn.execute(
+            select(t.runs.c.run_id, t.runs.c.status, t.runs.c.request_id)
+            .join(t.flows, t.flows.c.latest_run_id == t.runs.c.run_id)
+            .where(t.flows.c.flow_id == flow_id)
+        ).first()
+        terminated: CommitResult | None = None
+        if latest is not None:
+            same_request = request_id is not None and latest.request_id == request_id
+            if same_request and ignore_already_started:
+                return latest.run_id, False, None
+            if latest.status == RUNNING:
+                if id_reuse_policy != "TERMINATE_IF_RUNNING":
+                    raise FlowAlreadyStartedError(
+                        f"Flow {flow_id} is already running (run {latest.run_id})",
+                        flow_id=flow_id,
+                        run_id=latest.run_id,
+                    )
+                canceled = close_run(
+                    conn, latest.run_id, "TERMINATED", now,
+                    error_message="terminated by a new start (TERMINATE_IF_RUNNING)",
+                )
+                terminated = CommitResult(latest.run_id, canceled, closed_status="TERMINATED")
+            elif id_reuse_policy == "REJECT_DUPLICATE" or (
+                id_reuse_policy == "ALLOW_DUPLICATE_FAILED_ONLY" and latest.status == COMPLETED
+            ):
+                raise FlowAlreadyStartedError(
+                    f"Flow ID {flow_id} was used by run {latest.run_id} ({latest.status}) and "
+                    f"the ID reuse policy {id_reuse_policy} refuses a new run",
+                    flow_id=flow_id,
+                    run_id=latest.run_id,
+                )
+            conn.execute(
+                update(t.flows)
+                .where(t.flows.c.flow_id == flow_id)
+                .values(latest_run_id=run_id, flow_type=flow_type)
+            )
+        else:
+            conn.execute(
+                insert(t.flows).values(flow_id=flow_id, flow_type=flow_type, latest_run_id=run_id)
+            )
+        conn.execute(
+            insert(t.runs).values(
+                run_id=run_id, flow_id=flow_id, flow_type=flow_type, status=RUNNING, input=input,
+                request_id=request_id, started_at=now, timeout_at=timeout_at,
+            )
+        )
+        apply_writes(conn, run_id, writes, now)
+        if start_step is not None:
+            insert_steps(conn, run_id, [start_step], now)
+        add_history(
+            conn, run_id,
+            [("FLOW_STARTED", {"flowType": flow_type, "requestId": request_id,
+                               "initialAttributes": sorted(_key(w) for w in writes)})],
+            now,
+        )
+        return run_id, True, terminated
+
+    return unit
+
+
+def _key(w: AttributeWrite) -> str:
+    return w.name if not w.instance else f"{w.name}/{w.instance}"
+
+
+def commit_rpc(
+    *, run_id: str, rpc_name: str, effects: Effects, now: int, flow_id: str
+) -> Unit:
+    """Commit an RPC's effects: writes, then cancellations, then its next Steps."""
+
+    def unit(conn: Connection) -> CommitResult:
+        if _run_status(conn, run_id) != RUNNING:
+            raise FlowNotActiveOrNotFoundError(
+                f"Flow {flow_id} is not active; RPC {rpc_name} has durable effects and needs an "
+                "active run",
+                flow_id=flow_id,
+                operation="invokeRpc",
+            )
+        apply_writes(conn, run_id, effects.writes, now)
+        canceled = cancel_steps(
+            conn, run_id, now, step_types=effects.cancel_step_types,
+        ) if effects.cancel_step_types else ()
+        insert_steps(conn, run_id, effects.new_steps, now)
+        add_history(
+            conn, run_id,
+            [("RPC_COMMITTED", {
+                "rpc": rpc_name,
+                "attributes": sorted({_key(w) for w in effects.writes}),
+                "canceledSteps": list(canceled),
+                "nextSteps": [s.step_type for s in effects.new_steps],
+            })],
+            now,
+        )
+        return CommitResult(run_id, canceled, tuple(effects.new_steps))
+
+    return unit
+
+
+def _check_attempt(conn: Connection, run_id: str, step_id: str, attempt: int) -> None:
+    se = t.step_executions
+    row = conn.execute(
+        select(se.c.state, se.c.attempt, t.runs.c.status)
+        .join(t.runs, t.runs.c.run_id == se.c.run_id)
+        .where(se.c.id == step_id)
+    ).first()
+    if row is None or row.state != STEP_PENDING or row.attempt != attempt or row.status != RUNNING:
+        raise StaleAttemptError(step_id)
+
+
+def commit_step(
+    *,
+    run_id: str,
+    step_id: str,
+    step_type: str,
+    attempt: int,
+    outcome: StepOutcome,
+    effects: Effects,
+    now: int,
+) -> Unit:
+    """Commit a Step attempt's result: writes, cancellations, next Steps, then the run's fate."""
+
+    def unit(conn: Connection) -> CommitResult:
+        _check_attempt(conn, run_id, step_id, attempt)
+        apply_writes(conn, run_id, effects.writes, now)
+        canceled: tuple[str, ...] = ()
+        if effects.cancel_step_types:
+            canceled = cancel_steps(
+                conn, run_id, now, step_types=effects.cancel_step_types, keep=[step_id]
+            )
+        se = t.step_executions
+        conn.execute(
+            update(se)
+            .where(se.c.id == step_id)
+            .values(
+                state=STEP_FAILED if outcome.kind == "FAILED" else STEP_COMPLETED,
+                closed_at=now,
+                due_at=None,
+                is_completion=outcome.is_completion,
+                output=outcome.output,
+                error_type=outcome.error_type,
+                error_message=outcome.error_message,
+            )
+        )
+        insert_steps(conn, run_id, effects.new_steps, now)
+        add_history(
+            conn, run_id,
+            [("STEP_CLOSED", {
+                "stepType": step_type, "stepExecutionId": step_id, "attempt": attempt,
+                "decision": outcome.kind, "errorType": outcome.error_type,
+                "errorMessage": outcome.error_message,
+                "nextSteps": [s.step_type for s in effects.new_steps],
+                "canceledSteps": list(canceled),
+            })],
+            now,
+        )
+        closed: str | None = None
+        if outcome.kind == "FORCE_COMPLETE":
+            closed = COMPLETED
+        elif outcome.kind in ("FORCE_FAIL", "FAILED") and not effects.new_steps:
+            closed = FAILED
+        elif not effects.new_steps:
+            active = conn.execute(
+                select(func.count()).select_from(se).where(
+                    se.c.run_id == run_id, se.c.state == STEP_PENDING
+                )
+            ).scalar_one()
+            if active == 0:
+                completions = conn.execute(
+                    select(func.count()).select_from(se).where(
+                        and_(se.c.run_id == run_id, se.c.is_completion.is_(True))
+                    )
+                ).scalar_one()
+                if completions:
+                    closed = COMPLETED
+        if closed is not None:
+            canceled += close_run(
+                conn, run_id, closed, now,
+                error_type=outcome.error_type if closed == FAILED else None,
+                error_message=outcome.error_message if closed == FAILED else None,
+            )
+        return CommitResult(run_id, canceled, tuple(effects.new_steps), closed)
+
+    return unit
+
+
+def retry_step(
+    *, run_id: str, step_id: str, attempt: int, due_at: int, error_type: str,
+    error_message: str, now: int,
+) -> Unit:
+    """Record a failed attempt and schedule the next one; its writes are discarded."""
+
+    def unit(conn: Connection) -> None:
+        _check_attempt(conn, run_id, step_id, attempt)
+        conn.execute(
+            update(t.step_executions)
+            .where(t.step_executions.c.id == step_id)
+            .values(attempt=attempt + 1, due_at=due_at)
+        )
+        add_history(
+            conn, run_id,
+            [("STEP_ATTEMPT_FAILED", {"stepExecutionId": step_id, "attempt": attempt,
+                                      "errorType": error_type, "errorMessage": error_message,
+                                      "retryAt": due_at})],
+            now,
+        )
+
+    return unit
+
+
+def enter_execute_phase(
+    *, run_id: str, step_id: str, attempt: int, due_at: int | None, writes: list[AttributeWrite],
+    now: int,
+) -> Unit:
+    """Commit a ``wait_for`` result: its writes, and when ``execute`` may run."""
+
+    def unit(conn: Connection) -> None:
+        _check_attempt(conn, run_id, step_id, attempt)
+        apply_writes(conn, run_id, writes, now)
+        conn.execute(
+            update(t.step_executions)
+            .where(t.step_executions.c.id == step_id)
+            .values(phase=PHASE_EXECUTE, due_at=due_at, attempt=1)
+        )
+
+    return unit
+
+
+def stop_run(
+    *, flow_id: str, run_id: str | None, status: str, reason: str | None, now: int,
+    only_if_running: bool = False,
+) -> Unit:
+    """Close the latest (or given) run of ``flow_id`` with ``status``."""
+
+    def unit(conn: Connection) -> CommitResult | None:
+        query = select(t.runs.c.run_id, t.runs.c.status)
+        if run_id is None:
+            query = query.join(t.flows, t.flows.c.latest_run_id == t.runs.c.run_id).where(
+                t.flows.c.flow_id == flow_id
+            )
+        else:
+            query = query.where(t.runs.c.run_id == run_id, t.runs.c.flow_id == flow_id)
+        row = conn.execute(query).first()
+        if row is None or row.status != RUNNING:
+            if only_if_running:
+                return None
+            raise FlowNotActiveOrNotFoundError(
+                f"Flow {flow_id} has no active run", flow_id=flow_id, operation="stopFlow"
+            )
+        error_type = "Stopped" if status == FAILED else None
+        canceled = close_run(
+            conn, row.run_id, status, now, error_type=error_type, error_message=reason
+        )
+        return CommitResult(row.run_id, canceled, (), status)
+
+    return unit
+
+
+def set_attributes(
+    *, flow_id: str, run_id: str, writes: list[AttributeWrite], now: int, closed_erase: bool
+) -> Unit:
+    """Apply a client's Attribute writes to an open run (or erase hard-delete rows of a closed one)."""
+
+    def unit(conn: Connection) -> None:
+        status = _run_status(conn, run_id)
+        if status is None or (status != RUNNING and not closed_erase):
+            raise FlowNotActiveOrNotFoundError(
+                f"Flow {flow_id} run {run_id} is not active", flow_id=flow_id,
+                operation="setAttributes",
+            )
+        apply_writes(conn, run_id, writes, now)
+        add_history(
+            conn, run_id,
+            [("ATTRIBUTES_SET", {"attributes": sorted({_key(w) for w in writes}),
+                                 "erase": closed_erase})],
+            now,
+        )
+
+    return unit

@@ -1,0 +1,207 @@
+"""Database set-up and the single writer.
+
+Every change to durable state is a *commit unit*: a plain function ``unit(conn) -> result`` that
+runs inside one transaction on a synchronous SQLAlchemy Connection. A single writer applies units
+in arrival order and batches the ones that queue up behind each other into one transaction (group
+commit), each inside its own savepoint so one failing unit does not undo its neighbours.
+
+On SQLite the writer owns one connection in a dedicated thread and receives a whole batch per
+hand-off: going through aiosqlite statement by statement costs a thread hand-off per statement,
+several per commit. Reads use the async engine (aiosqlite) and never wait for the writer, since
+WAL lets readers see the last commit while a write is in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from engine._storage.tables import metadata
+
+T = TypeVar("T")
+CommitUnit = Callable[[Connection], T]
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """How to reach and tune the database."""
+
+    url: str
+    sqlite_synchronous: str = "FULL"
+    busy_timeout_ms: int = 10_000
+    max_batch: int = 128
+    read_pool_size: int = 8
+
+
+class Database:
+    """Owns the async read engine and the single writer."""
+
+    def __init__(self, settings: DatabaseSettings) -> None:
+        self.settings = settings
+        self.url = make_url(settings.url)
+        self.is_sqlite = self.url.get_backend_name() == "sqlite"
+        self.read_engine: AsyncEngine | None = None
+        self._writer: _SQLiteWriter | None = None
+
+    async def open(self) -> None:
+        """Create the schema if needed, start the writer and the read engine."""
+        if not self.is_sqlite:
+            raise NotImplementedError("only SQLite is supported by this build")
+        database = self.url.database or ""
+        if database and database != ":memory:":
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self._writer = _SQLiteWriter(self.url.set(drivername="sqlite"), self.settings)
+        await asyncio.to_thread(self._writer.start)
+        self.read_engine = create_async_engine(
+            self.url.set(drivername="sqlite+aiosqlite"),
+            pool_size=self.settings.read_pool_size,
+            max_overflow=self.settings.read_pool_size,
+        )
+        busy = self.settings.busy_timeout_ms
+
+        @event.listens_for(self.read_engine.sync_engine, "connect")
+        def _configure_reader(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            # Readers may meet a checkpoint in progress; wait instead of failing.
+            cursor.execute(f"PRAGMA busy_timeout={busy}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+    async def close(self) -> None:
+        """Stop the writer (after the queued units) and dispose of connections."""
+        if self._writer is not None:
+            await asyncio.to_thread(self._writer.stop)
+            self._writer = None
+        if self.read_engine is not None:
+            await self.read_engine.dispose()
+            self.read_engine = None
+
+    async def write(self, unit: CommitUnit[T]) -> T:
+        """Apply ``unit`` in the writer's next transaction and return its result once committed."""
+        assert self._writer is not None, "database is not open"
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._writer.submit(unit, future)
+        return await future
+
+    def reader(self) -> AsyncEngine:
+        """Return the async engine for reads."""
+        assert self.read_engine is not None, "database is not open"
+        return self.read_engine
+
+
+_STOP = object()
+
+
+class _SQLiteWriter:
+    """A thread that owns the only writing SQLite connection."""
+
+    def __init__(self, url: Any, settings: DatabaseSettings) -> None:
+        self._settings = settings
+        # AUTOCOMMIT hands transaction control to us, so we can say BEGIN IMMEDIATE.
+        self._engine = create_engine(url, isolation_level="AUTOCOMMIT", poolclass=_single_pool())
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._conn: Connection | None = None
+
+    def start(self) -> None:
+        conn = self._engine.connect()
+        # WAL: readers never block the writer and see the last commit.
+        conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        # FULL fsyncs every commit so an acknowledged write survives power loss, not only a
+        # killed process; group commit amortizes that cost over concurrent callers.
+        conn.exec_driver_sql(f"PRAGMA synchronous={self._settings.sqlite_synchronous}")
+        # Another process (a backup, the CLI) may hold the lock briefly; wait for it.
+        conn.exec_driver_sql(f"PRAGMA busy_timeout={self._settings.busy_timeout_ms}")
+        conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+        metadata.create_all(conn)
+        self._conn = conn
+        self._thread = threading.Thread(target=self._run, name="dexlite-writer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._queue.put(_STOP)
+        if self._thread is not None:
+            self._thread.join()
+        if self._conn is not None:
+            self._conn.close()
+        self._engine.dispose()
+
+    def submit(self, unit: CommitUnit[Any], future: asyncio.Future[Any]) -> None:
+        self._queue.put((unit, future))
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            stop_after = False
+            while len(batch) < self._settings.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop_after = True
+                    break
+                batch.append(item)
+            self._apply(batch)
+            if stop_after:
+                return
+
+    def _apply(self, batch: list[tuple[CommitUnit[Any], asyncio.Future[Any]]]) -> None:
+        conn = self._conn
+        assert conn is not None
+        outcomes: list[tuple[bool, Any]] = []
+        savepoints = len(batch) > 1
+        try:
+            # IMMEDIATE takes the write lock up front, so a busy database is reported (and
+            # waited on) at BEGIN rather than half-way through a unit.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            for n, (unit, _future) in enumerate(batch):
+                if savepoints:
+                    conn.exec_driver_sql(f"SAVEPOINT u{n}")
+                try:
+                    outcomes.append((True, unit(conn)))
+                    if savepoints:
+                        conn.exec_driver_sql(f"RELEASE u{n}")
+                except BaseException as exc:  # a unit's failure is reported to its caller
+                    if savepoints:
+                        conn.exec_driver_sql(f"ROLLBACK TO u{n}")
+                        conn.exec_driver_sql(f"RELEASE u{n}")
+                    else:
+                        conn.exec_driver_sql("ROLLBACK")
+                    outcomes.append((False, exc))
+            if savepoints or outcomes[0][0]:
+                conn.exec_driver_sql("COMMIT")
+        except BaseException as exc:  # the transaction itself failed: every unit failed
+            with contextlib.suppress(Exception):
+                conn.exec_driver_sql("ROLLBACK")
+            outcomes = [(False, exc)] * len(batch)
+        for (_unit, future), (ok, value) in zip(batch, outcomes, strict=True):
+            future.get_loop().call_soon_threadsafe(_resolve, future, ok, value)
+
+
+def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _single_pool() -> Any:
+    from sqlalchemy.pool import StaticPool
+
+    return StaticPool

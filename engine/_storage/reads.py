@@ -1,0 +1,166 @@
+"""Read queries. Each public function is one SQL statement, so what it returns comes from one
+committed state (SQLite and PostgreSQL both give a statement a single snapshot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    and_,
+    false,
+    literal,
+    null,
+    or_,
+    select,
+    union_all,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from engine._storage import tables as t
+from engine._storage.records import (
+    RUNNING,
+    STEP_PENDING,
+    ActiveStepRecord,
+    RunInfo,
+    Snapshot,
+    StoredValue,
+)
+
+_RUN_COLUMNS = (
+    "run_id", "flow_id", "flow_type", "status", "input", "request_id", "started_at",
+    "closed_at", "timeout_at", "error_type", "error_message",
+)
+
+
+def _run_from(row: Any) -> RunInfo:
+    return RunInfo(**{c: getattr(row, c) for c in _RUN_COLUMNS})
+
+
+def _target_run(flow_id: str, run_id: str | None) -> Any:
+    """A subquery yielding the run to read: the given one, or the Flow's latest."""
+    if run_id is not None:
+        return select(t.runs.c.run_id).where(
+            t.runs.c.run_id == run_id, t.runs.c.flow_id == flow_id
+        ).scalar_subquery()
+    return select(t.flows.c.latest_run_id).where(t.flows.c.flow_id == flow_id).scalar_subquery()
+
+
+async def load_run(db: AsyncEngine, flow_id: str, run_id: str | None = None) -> RunInfo | None:
+    """Return the given run, or the latest run of ``flow_id``; None when there is none."""
+    query = select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(
+        t.runs.c.run_id == _target_run(flow_id, run_id)
+    )
+    async with db.connect() as conn:
+        row = (await conn.execute(query)).first()
+    return _run_from(row) if row is not None else None
+
+
+async def load_snapshot(
+    db: AsyncEngine,
+    flow_id: str,
+    run_id: str | None,
+    *,
+    names: Iterable[str] | None = None,
+    whole_maps: Iterable[str] = (),
+    instances: Iterable[tuple[str, str]] = (),
+) -> Snapshot | None:
+    """Return a run with Attribute rows, read by one statement.
+
+    ``names`` None reads every singleton Attribute; otherwise only those names. ``whole_maps``
+    adds every instance of those maps; ``instances`` adds exact (map, instance) rows.
+    """
+    target = _target_run(flow_id, run_id)
+    run_cols = [t.runs.c[c] for c in _RUN_COLUMNS]
+    a = t.attributes
+    pad = [null().label(c) for c in _RUN_COLUMNS[1:]]
+    run_part = select(literal("r").label("kind"), *run_cols, null().label("name"),
+                      null().label("instance"), null().label("value"),
+                      false().label("blob")).where(t.runs.c.run_id == target)
+    parts: list[Any] = [run_part]
+
+    def attr_select(condition: Any) -> Any:
+        return select(literal("a").label("kind"), a.c.run_id, *pad, a.c.name, a.c.instance,
+                      a.c.value, a.c.blob).where(a.c.run_id == target, condition)
+
+    if names is None:
+        parts.append(attr_select(a.c.instance == ""))
+    else:
+        wanted = sorted(set(names))
+        if wanted:
+            parts.append(attr_select(and_(a.c.instance == "", a.c.name.in_(wanted))))
+    maps = sorted(set(whole_maps))
+    if maps:
+        parts.append(attr_select(and_(a.c.instance != "", a.c.name.in_(maps))))
+    exact = sorted({p for p in instances if p[0] not in maps})
+    if exact:
+        parts.append(attr_select(or_(*[
+            and_(a.c.instance == inst, a.c.name == name) for name, inst in exact
+        ])))
+    query = union_all(*parts) if len(parts) > 1 else parts[0]
+    async with db.connect() as conn:
+        rows = (await conn.execute(query)).all()
+    run: RunInfo | None = None
+    values: dict[tuple[str, str], StoredValue] = {}
+    for row in rows:
+        if row.kind == "r":
+            run = _run_from(row)
+        else:
+            values[(row.name, row.instance)] = StoredValue(row.value, bool(row.blob))
+    if run is None:
+        return None
+    return Snapshot(run, values)
+
+
+async def completions(db: AsyncEngine, run_id: str) -> list[tuple[str, str, str | None]]:
+    """Return (step type, step execution ID, output JSON) of the run's completions, in order."""
+    se = t.step_executions
+    query = (
+        select(se.c.step_type, se.c.id, se.c.output)
+        .where(se.c.run_id == run_id, se.c.is_completion.is_(True))
+        .order_by(se.c.closed_at, se.c.id)
+    )
+    async with db.connect() as conn:
+        return [(r.step_type, r.id, r.output) for r in (await conn.execute(query)).all()]
+
+
+async def history(
+    db: AsyncEngine, run_id: str, after_id: int, limit: int
+) -> list[tuple[int, str, int, str]]:
+    """Return up to ``limit`` events of the run after ``after_id``, oldest first."""
+    h = t.history
+    query = (
+        select(h.c.id, h.c.event_type, h.c.at, h.c.details)
+        .where(h.c.run_id == run_id, h.c.id > after_id)
+        .order_by(h.c.id)
+        .limit(limit)
+    )
+    async with db.connect() as conn:
+        return [(r.id, r.event_type, r.at, r.details) for r in (await conn.execute(query)).all()]
+
+
+async def running_runs(db: AsyncEngine) -> list[RunInfo]:
+    """Return every open run (for recovery)."""
+    query = select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(t.runs.c.status == RUNNING)
+    async with db.connect() as conn:
+        return [_run_from(r) for r in (await conn.execute(query)).all()]
+
+
+async def active_steps(db: AsyncEngine) -> list[ActiveStepRecord]:
+    """Return every active Step of every open run, oldest first (for recovery)."""
+    se, r = t.step_executions, t.runs
+    query = (
+        select(se.c.id, se.c.run_id, r.c.flow_id, r.c.flow_type, se.c.step_type, se.c.input,
+               se.c.phase, se.c.attempt, se.c.due_at)
+        .join(r, r.c.run_id == se.c.run_id)
+        .where(se.c.state == STEP_PENDING, r.c.status == RUNNING)
+        .order_by(se.c.created_at, se.c.id)
+    )
+    async with db.connect() as conn:
+        return [ActiveStepRecord(*row) for row in (await conn.execute(query)).all()]
+
+
+__all__: Sequence[str] = (
+    "active_steps", "completions", "history", "load_run", "load_snapshot", "running_runs",
+)

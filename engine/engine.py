@@ -1,0 +1,472 @@
+"""The Engine: lifecycle (open storage, recover, run Steps, close) and the async client API."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from engine import _codec
+from engine._runtime.rpcs import RPCExecutor
+from engine._runtime.runtime import Runtime, new_id, state_key
+from engine._runtime.scheduler import Scheduler, recover
+from engine._storage import commits, reads
+from engine._storage.blobs import BlobStore
+from engine._storage.database import Database, DatabaseSettings
+from engine._storage.records import (
+    CANCELED,
+    FAILED,
+    PHASE_EXECUTE,
+    PHASE_WAIT_FOR,
+    TERMINATED,
+    NewStep,
+)
+from engine.attribute import _State
+from engine.clock import Clock, to_micros
+from engine.errors import (
+    FlowNotActiveOrNotFoundError,
+    FlowNotFoundError,
+    InvalidArgumentError,
+    InvalidPageTokenError,
+)
+from engine.flow import RPC_MARKER, Flow, RPCDefinition
+from engine.options import IdReusePolicy, RPCInvokeOptions, StartFlowOptions, StopType
+from engine.registry import FlowSpec, Registry, describe_registry
+from engine.results import (
+    AttributeValues,
+    FlowInfo,
+    FlowResult,
+    HistoryEvent,
+    HistoryPage,
+    StartFlowResult,
+    StepCompletion,
+)
+
+MAX_ID_LENGTH = 256
+MAX_WAIT_SECONDS = 60.0
+_STOP_STATUS = {StopType.CANCEL: CANCELED, StopType.TERMINATE: TERMINATED, StopType.FAIL: FAILED}
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Long-lived settings of an Engine."""
+
+    database_url: str = "sqlite+aiosqlite:///./data/dexlite.db"
+    blob_dir: str = "./data/blobs"
+    clock: Clock = field(default_factory=Clock)
+    step_threads: int = 32
+    rpc_threads: int = 32
+    sqlite_synchronous: str = "FULL"
+    max_commit_batch: int = 128
+
+
+def _check_id(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgumentError(f"{what} must be a non-blank string", field=what)
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidArgumentError(f"{what} must be at most {MAX_ID_LENGTH} characters", field=what)
+    if "/" in value or any(ord(c) < 32 for c in value):
+        raise InvalidArgumentError(f"{what} must not contain '/' or control characters", field=what)
+    return value
+
+
+def _time(us: int | None) -> datetime | None:
+    return None if us is None else datetime.fromtimestamp(us / 1_000_000, UTC)
+
+
+class Engine:
+    """Runs the Flows of a Registry on one database and serves the client API.
+
+    Use ``async with Engine(registry, config):`` or call ``start()`` and ``close()``.
+    """
+
+    def __init__(self, registry: Registry, config: EngineConfig | None = None) -> None:
+        self.registry = registry
+        self.config = config or EngineConfig()
+        self._db = Database(DatabaseSettings(
+            url=self.config.database_url,
+            sqlite_synchronous=self.config.sqlite_synchronous,
+            max_batch=self.config.max_commit_batch,
+        ))
+        self._rt = Runtime(
+            registry=registry, database=self._db, blobs=BlobStore(self.config.blob_dir),
+            clock=self.config.clock, step_threads=self.config.step_threads,
+        )
+        self._scheduler = Scheduler(self._rt)
+        self._rt.scheduler = self._scheduler
+        self._rpcs = RPCExecutor(self._rt, self.config.rpc_threads)
+        self._started = False
+        self.recovered_steps = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open storage, resume every open run, and start running Steps and timers."""
+        await self._db.open()
+        self._rt.timers.start()
+        self.recovered_steps = await recover(self._rt, self._scheduler)
+        self._started = True
+
+    async def close(self) -> None:
+        """Stop running Steps and close storage; open runs resume on the next start."""
+        if not self._started:
+            return
+        self._started = False
+        await self._scheduler.close()
+        await self._rt.timers.stop()
+        self._rpcs.close()
+        await self._db.close()
+
+    async def __aenter__(self) -> Engine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def clock(self) -> Clock:
+        """Return the clock the engine reads time from."""
+        return self._rt.clock
+
+    # -- Flows ----------------------------------------------------------------------------------
+
+    def _spec_of(self, flow: type[Flow[Any]] | Flow[Any] | str) -> FlowSpec:
+        if isinstance(flow, str):
+            return self.registry.spec(flow)
+        cls = flow if isinstance(flow, type) else type(flow)
+        return self.registry.spec(cls.flow_type())
+
+    async def start_flow(
+        self,
+        flow: type[Flow[Any]] | Flow[Any] | str,
+        flow_id: str,
+        input: Any = None,
+        options: StartFlowOptions | None = None,
+    ) -> StartFlowResult:
+        """Start a run of ``flow`` with ``input``; initial Attributes commit with the start."""
+        spec = self._spec_of(flow)
+        _check_id(flow_id, "flowId")
+        options = options or StartFlowOptions()
+        if options.request_id is not None:
+            _check_id(options.request_id, "requestId")
+        policy = IdReusePolicy(options.id_reuse_policy)
+        if spec.start_step is None:
+            if input is not None:
+                raise InvalidArgumentError(
+                    f"Flow type {spec.flow_type} has no start Step and takes a null input",
+                    field="input",
+                )
+            value = None
+        else:
+            value = _codec.validate(spec.input_type, input, what="input", strict=False)
+        timeout_at = None
+        if options.timeout is not None:
+            if not isinstance(options.timeout, timedelta) or options.timeout <= timedelta(0):
+                raise InvalidArgumentError("timeout must be positive", field="timeoutSeconds")
+            timeout_at = self._rt.now_us() + to_micros(options.timeout.total_seconds())
+        initial = self._parse_values(spec, options.initial_attributes, "initialAttributes")
+        run_id = new_id()
+        start_step = None
+        if spec.start_step is not None:
+            start_spec = spec.steps[spec.start_step]
+            start_step = NewStep(
+                id=new_id(), step_type=spec.start_step, input=_codec.encode(value),
+                phase=PHASE_WAIT_FOR if start_spec.has_wait_for else PHASE_EXECUTE,
+            )
+        writes = await self._rt.stage_writes(spec, flow_id, initial)
+        # An unset initial value is simply not written (a hard-delete one was erased above).
+        writes = [w for w in writes if w.value is not None or w.blob]
+        found_run, started, terminated = await self._db.write(commits.start_run(
+            flow_id=flow_id, flow_type=spec.flow_type, run_id=run_id, input=_codec.encode(value),
+            request_id=options.request_id, id_reuse_policy=policy.value,
+            ignore_already_started=options.ignore_already_started, timeout_at=timeout_at,
+            writes=writes, start_step=start_step, now=self._rt.now_us(),
+        ))
+        if terminated is not None:
+            self._rt.after_commit(terminated, flow_id, spec.flow_type)
+        if started:
+            if timeout_at is not None:
+                self._rt.schedule_timeout(run_id, flow_id, spec.flow_type, timeout_at)
+            if start_step is not None:
+                self._scheduler.submit_new(
+                    start_step, run_id=run_id, flow_id=flow_id, flow_type=spec.flow_type
+                )
+        return StartFlowResult(flow_id, found_run, started)
+
+    def _parse_key(self, spec: FlowSpec, key: Any, what: str) -> tuple[_State[Any], str]:
+        if not isinstance(key, str) or not key:
+            raise InvalidArgumentError(f"{what}: names must be non-empty strings", field=what)
+        name, sep, instance = key.partition("/")
+        state = spec.state(name)
+        if state is None:
+            raise InvalidArgumentError(
+                f"{what}: Flow type {spec.flow_type} declares no Attribute or AttributeMap "
+                f"named {name!r}",
+                field=what,
+            )
+        if state.is_map:
+            if not sep or not instance.strip() or "/" in instance:
+                raise InvalidArgumentError(
+                    f"{what}: address AttributeMap {name!r} as '{name}/<instance>' with a "
+                    "non-blank instance without '/'",
+                    field=what,
+                )
+        elif sep:
+            raise InvalidArgumentError(
+                f"{what}: {name!r} is an Attribute, not an AttributeMap", field=what
+            )
+        return state, instance
+
+    def _parse_values(
+        self, spec: FlowSpec, values: Mapping[str, Any], what: str
+    ) -> dict[tuple[str, str], Any]:
+        if not isinstance(values, Mapping):
+            raise InvalidArgumentError(f"{what} must be an object", field=what)
+        parsed: dict[tuple[str, str], Any] = {}
+        for key, raw in values.items():
+            state, instance = self._parse_key(spec, key, what)
+            if raw is not None:
+                raw = _codec.validate(state.value_type, raw, what=f"{what}.{key}", strict=False)
+                _codec.to_jsonable(raw)
+            parsed[(state.name, instance)] = raw
+        return parsed
+
+    async def describe_flow(self, flow_id: str, run_id: str | None = None) -> FlowInfo:
+        """Return the latest (or given) run of ``flow_id``."""
+        snapshot = await self._rt.snapshot(flow_id, run_id, names=self._indexed_names())
+        if snapshot is None:
+            raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
+                                    operation="describeFlow")
+        run = snapshot.run
+        indexed: dict[str, Any] = {}
+        try:
+            spec = self.registry.spec(run.flow_type)
+        except Exception:
+            spec = None
+        if spec is not None:
+            texts = await self._rt.resolve_texts(flow_id, snapshot)
+            for (name, instance), text in texts.items():
+                state = spec.state(name)
+                if state is not None and state.index_key and not instance:
+                    indexed[state.index_key] = json.loads(text)
+        return FlowInfo(run.flow_id, run.run_id, run.flow_type, run.status,
+                        _time(run.started_at) or datetime.now(UTC), _time(run.closed_at), indexed)
+
+    def _indexed_names(self) -> list[str]:
+        names: set[str] = set()
+        for spec in self.registry.specs():
+            names.update(s.name for s in spec.states.values() if s.index and not s.is_map)
+        return sorted(names)
+
+    async def wait_for_flow(
+        self, flow_id: str, run_id: str | None = None, wait_seconds: float = 0.0
+    ) -> FlowResult:
+        """Return the run's result, waiting up to ``wait_seconds`` (max 60) for it to close."""
+        if not 0 <= wait_seconds <= MAX_WAIT_SECONDS:
+            raise InvalidArgumentError("waitSeconds must be between 0 and 60", field="waitSeconds")
+        db = self._db.reader()
+        deadline = asyncio.get_running_loop().time() + wait_seconds
+        while True:
+            run = await reads.load_run(db, flow_id, run_id)
+            if run is None:
+                raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
+                                        operation="waitForFlow")
+            remaining = deadline - asyncio.get_running_loop().time()
+            if not run.is_running or remaining <= 0:
+                break
+            event = self._rt.closed_event(run.run_id)
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except TimeoutError:
+                pass
+            run_id = run.run_id
+        completions = [
+            StepCompletion(step_type, step_id, None if out is None else json.loads(out))
+            for step_type, step_id, out in await reads.completions(db, run.run_id)
+        ]
+        return FlowResult(run.flow_id, run.run_id, run.status, completions, run.error_type,
+                          run.error_message)
+
+    async def stop_flow(
+        self,
+        flow_id: str,
+        stop_type: StopType | str = StopType.CANCEL,
+        reason: str | None = None,
+        run_id: str | None = None,
+    ) -> str:
+        """Close the active run with CANCELED, TERMINATED or FAILED; return its run ID."""
+        try:
+            status = _STOP_STATUS[StopType(stop_type)]
+        except ValueError:
+            raise InvalidArgumentError(
+                "type must be CANCEL, TERMINATE or FAIL", field="type"
+            ) from None
+        result = await self._db.write(commits.stop_run(
+            flow_id=flow_id, run_id=run_id, status=status, reason=reason, now=self._rt.now_us(),
+        ))
+        assert result is not None
+        run = await reads.load_run(self._db.reader(), flow_id, result.run_id)
+        self._rt.after_commit(result, flow_id, run.flow_type if run else "")
+        return result.run_id
+
+    # -- RPCs -----------------------------------------------------------------------------------
+
+    async def invoke_rpc(
+        self,
+        rpc: Any,
+        flow_id: str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        options: RPCInvokeOptions | None = None,
+    ) -> Any:
+        """Invoke an RPC on the Flow's current (or given) run and return its output.
+
+        ``rpc`` is a Flow's RPC method (``flow.register``), or its name as a string, in which
+        case the Flow type is the run's.
+        """
+        _check_id(flow_id, "flowId")
+        if run_id is not None:
+            _check_id(run_id, "runId")
+        if isinstance(rpc, str):
+            return await self._rpcs.invoke(flow_id, rpc, input, run_id=run_id, options=options)
+        definition = getattr(rpc, RPC_MARKER, None)
+        owner = getattr(rpc, "__self__", None)
+        if not isinstance(definition, RPCDefinition) or not isinstance(owner, Flow):
+            raise InvalidArgumentError(
+                f"{rpc!r} is not an RPC method of a registered Flow instance", field="rpc"
+            )
+        return await self._rpcs.invoke(
+            flow_id, definition.name, input, flow_type=type(owner).flow_type(), run_id=run_id,
+            options=options,
+        )
+
+    # -- Attributes -----------------------------------------------------------------------------
+
+    async def get_attributes(
+        self, flow_id: str, names: Iterable[str] = (), run_id: str | None = None
+    ) -> AttributeValues:
+        """Read Attributes and map instances from one committed state, without locks.
+
+        With no names, every singleton Attribute is read. Values are JSON data; unset names are
+        absent. Reads the current run, or the latest when none is open.
+        """
+        _check_id(flow_id, "flowId")
+        wanted = list(dict.fromkeys(names))
+        run = None
+        if wanted:
+            run = await reads.load_run(self._db.reader(), flow_id, run_id)
+            if run is None:
+                raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
+                                        operation="getAttributes")
+            spec = self.registry.spec(run.flow_type)
+            keys = [self._parse_key(spec, n, "name") for n in wanted]
+            singles = [s.name for s, i in keys if not i]
+            exact = [(s.name, i) for s, i in keys if i]
+            # Pin the run we validated against, so a concurrent new run cannot mix in.
+            snapshot = await self._rt.snapshot(flow_id, run.run_id, names=singles, instances=exact)
+        else:
+            snapshot = await self._rt.snapshot(flow_id, run_id)
+        if snapshot is None:
+            raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
+                                    operation="getAttributes")
+        texts = await self._rt.resolve_texts(flow_id, snapshot)
+        values = {state_key(n, i): json.loads(text) for (n, i), text in sorted(texts.items())}
+        return AttributeValues(flow_id, snapshot.run.run_id, values)
+
+    async def set_attributes(
+        self, flow_id: str, values: Mapping[str, Any], run_id: str | None = None
+    ) -> tuple[str, str]:
+        """Write Attributes of the active run (None deletes); returns (flow ID, run ID).
+
+        On a closed run the only write allowed is the erase of hard-delete values: every value
+        must be None, name a hard-delete Attribute, and still have a stored value.
+        """
+        _check_id(flow_id, "flowId")
+        run = await reads.load_run(self._db.reader(), flow_id, run_id)
+        if run is None:
+            raise FlowNotActiveOrNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
+                                               operation="setAttributes")
+        spec = self.registry.spec(run.flow_type)
+        parsed = self._parse_values(spec, values, "values")
+        if not parsed:
+            raise InvalidArgumentError("values must name at least one Attribute", field="values")
+        erase = not run.is_running
+        if erase:
+            for (name, instance), value in parsed.items():
+                state = spec.states[name]
+                if value is not None or not state.hard_delete_on_null or not await asyncio.to_thread(
+                    self._rt.blobs.exists, flow_id, state_key(name, instance)
+                ):
+                    raise FlowNotActiveOrNotFoundError(
+                        f"Flow {flow_id} run {run.run_id} is closed; only the erase (null) of "
+                        "stored hard-delete values is allowed",
+                        flow_id=flow_id, operation="setAttributes",
+                    )
+        keys = [state_key(n, i) for n, i in parsed]
+        owner = new_id()
+        if not erase:
+            # A client write must not slip under a Step's or an RPC's lock.
+            self._rt.locks.acquire_for_rpc(flow_id, keys, owner)
+        try:
+            writes = await self._rt.stage_writes(spec, flow_id, parsed)
+            await self._db.write(commits.set_attributes(
+                flow_id=flow_id, run_id=run.run_id, writes=writes, now=self._rt.now_us(),
+                closed_erase=erase,
+            ))
+        finally:
+            self._rt.locks.release(flow_id, owner)
+        return flow_id, run.run_id
+
+    # -- history and registry -------------------------------------------------------------------
+
+    async def get_flow_history(
+        self, flow_id: str, run_id: str | None = None, page_size: int = 100, page_token: str = ""
+    ) -> HistoryPage:
+        """Return a page of the run's history, oldest first."""
+        if not 1 <= page_size <= 1000:
+            raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
+        run = await reads.load_run(self._db.reader(), flow_id, run_id)
+        if run is None:
+            raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
+                                    operation="getFlowHistory")
+        after = _decode_history_token(page_token, run.run_id)
+        rows = await reads.history(self._db.reader(), run.run_id, after, page_size + 1)
+        more = len(rows) > page_size
+        rows = rows[:page_size]
+        events = [
+            HistoryEvent(event_id, kind, _time(at) or datetime.now(UTC), json.loads(details))
+            for event_id, kind, at, details in rows
+        ]
+        token = _encode_history_token(run.run_id, rows[-1][0]) if more else ""
+        return HistoryPage(flow_id, run.run_id, events, token)
+
+    def list_flow_types(self) -> list[dict[str, Any]]:
+        """Describe every registered Flow type: Steps, RPCs with JSON schemas, state, indexes."""
+        return describe_registry(self.registry)
+
+
+def _encode_history_token(run_id: str, last_id: int) -> str:
+    raw = json.dumps({"r": run_id, "a": last_id}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_history_token(token: str, run_id: str) -> int:
+    if not token:
+        return 0
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        after = data["a"]
+        if data["r"] != run_id or not isinstance(after, int) or isinstance(after, bool):
+            raise ValueError
+        return after
+    except (ValueError, KeyError, TypeError):
+        raise InvalidPageTokenError(
+            "pageToken is malformed or belongs to another run", field="pageToken"
+        ) from None

@@ -1,0 +1,180 @@
+"""Flows and their RPCs."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any, Generic, TypeVar, overload
+
+from engine.attribute import AttributeLock, AttributeMap, AttributeMapLoad, _State
+from engine.errors import DefinitionError
+from engine.step import Step, StepList, StepMovement, _step_class
+
+I = TypeVar("I")  # noqa: E741
+O = TypeVar("O")  # noqa: E741
+
+DEFAULT_RPC_TIMEOUT = timedelta(seconds=60)
+RPC_MARKER = "__dexlite_rpc__"
+
+
+class Flow(Generic[I]):
+    """A durable workflow type: declare state as class attributes, Steps in ``get_steps``.
+
+    The Flow type name is the class name. Methods decorated with :func:`rpc` are its RPCs.
+    """
+
+    def get_steps(self) -> StepList[I]:
+        """Return the Flow's Steps; an RPC-only Flow keeps the default empty list."""
+        return StepList.empty()
+
+    def get_persistence_schema(self) -> tuple[_State[Any], ...]:
+        """Return state declared outside the class body (class attributes are found anyway)."""
+        return ()
+
+    @classmethod
+    def flow_type(cls) -> str:
+        """Return the Flow type name (the class name)."""
+        return cls.__name__
+
+
+@dataclass(frozen=True)
+class RPCResult(Generic[O]):
+    """An RPC's output plus the Steps it starts and the Step types it cancels."""
+
+    output: O
+    next_steps: tuple[StepMovement, ...] = ()
+    canceling_steps: tuple[type[Step[Any]], ...] = field(default=())
+
+    def with_canceling_steps(self, *steps: type[Step[Any]]) -> RPCResult[O]:
+        """Cancel every active Step of these types when this RPC commits."""
+        return replace(self, canceling_steps=self.canceling_steps + tuple(map(_step_class, steps)))
+
+
+@dataclass(frozen=True)
+class RPCDefinition:
+    """The registration-time options of one RPC."""
+
+    name: str
+    function: Callable[..., Any]
+    timeout: timedelta = DEFAULT_RPC_TIMEOUT
+    lock_attributes: tuple[AttributeLock, ...] = ()
+    is_transactional: bool = False
+    load_attribute_maps: tuple[AttributeMap[Any], ...] = ()
+    load_attribute_map_instances: tuple[AttributeMapLoad, ...] = ()
+    takes_input: bool = True
+    input_type: Any = Any
+    output_type: Any = Any
+
+    @property
+    def is_async(self) -> bool:
+        """Return True for an ``async def`` handler."""
+        return inspect.iscoroutinefunction(self.function)
+
+
+@overload
+def rpc(function: Callable[..., Any], /) -> Callable[..., Any]: ...
+
+
+@overload
+def rpc(
+    function: None = None,
+    /,
+    *,
+    name: str | None = None,
+    timeout: timedelta | None = None,
+    lock_attributes: tuple[AttributeLock, ...] = (),
+    is_transactional: bool = False,
+    load_attribute_maps: tuple[AttributeMap[Any], ...] = (),
+    load_attribute_map_instances: tuple[AttributeMapLoad, ...] = (),
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+
+
+def rpc(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    timeout: timedelta | None = None,
+    lock_attributes: tuple[AttributeLock, ...] = (),
+    is_transactional: bool = False,
+    load_attribute_maps: tuple[AttributeMap[Any], ...] = (),
+    load_attribute_map_instances: tuple[AttributeMapLoad, ...] = (),
+) -> Any:
+    """Declare a Flow method ``(self, context[, input])`` as an RPC.
+
+    Works bare (``@rpc``), empty (``@rpc()``) or with options. Locks make the RPC
+    transactional; the timeout (default 60 s) bounds one handler invocation.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if timeout is not None and (
+            not isinstance(timeout, timedelta) or timeout <= timedelta(0)
+        ):
+            raise DefinitionError(f"RPC {fn.__name__}: timeout must be a positive timedelta")
+        for lock in lock_attributes:
+            if not isinstance(lock, AttributeLock):
+                raise DefinitionError(
+                    f"RPC {fn.__name__}: lock_attributes takes AttributeLock values "
+                    "(use attribute.lock() or map.lock(key)), got {lock!r}"
+                )
+        params = list(inspect.signature(fn).parameters.values())
+        if len(params) not in (2, 3) or any(
+            p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params
+        ):
+            raise DefinitionError(
+                f"RPC {fn.__name__} must take (self, context) or (self, context, input)"
+            )
+        definition = RPCDefinition(
+            name=name or fn.__name__,
+            function=fn,
+            timeout=timeout or DEFAULT_RPC_TIMEOUT,
+            lock_attributes=tuple(lock_attributes),
+            is_transactional=is_transactional,
+            load_attribute_maps=tuple(load_attribute_maps),
+            load_attribute_map_instances=tuple(load_attribute_map_instances),
+            takes_input=len(params) == 3,
+        )
+        setattr(fn, RPC_MARKER, definition)
+        return fn
+
+    if function is not None:
+        return decorate(function)
+    return decorate
+
+
+def resolve_rpc_types(definition: RPCDefinition) -> RPCDefinition:
+    """Return ``definition`` with its input and output types read from the annotations.
+
+    Runs when the Registry is built, so annotations may name classes defined after the Flow.
+    """
+    fn = definition.function
+    hints = resolve_type_hints(fn, f"RPC {definition.name}")
+    params = list(inspect.signature(fn).parameters.values())
+    input_type: Any = None
+    if definition.takes_input:
+        input_type = hints.get(params[2].name, Any)
+    output_type = hints.get("return", Any)
+    if output_type is RPCResult or getattr(output_type, "__origin__", None) is RPCResult:
+        args = getattr(output_type, "__args__", ())
+        output_type = args[0] if args else Any
+    return replace(
+        definition,
+        input_type=_none_type(input_type),
+        output_type=_none_type(output_type),
+    )
+
+
+def _none_type(annotation: Any) -> Any:
+    return None if annotation is type(None) else annotation
+
+
+def resolve_type_hints(fn: Callable[..., Any], what: str) -> dict[str, Any]:
+    """Return the resolved annotations of ``fn`` or raise DefinitionError naming ``what``."""
+    import typing
+
+    try:
+        return typing.get_type_hints(fn)
+    except Exception as exc:  # an unresolvable annotation is a definition error
+        raise DefinitionError(f"{what}: cannot resolve annotations: {exc}") from exc

@@ -1,0 +1,59 @@
+"""Per-call options of the client API."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from engine.attribute import AttributeLock, AttributeMapLoad
+
+
+class IdReusePolicy(enum.StrEnum):
+    """What starting a Flow ID that already has runs does."""
+
+    #: Start a new run when no run is open (the default).
+    ALLOW_DUPLICATE = "ALLOW_DUPLICATE"
+    #: Start a new run only when the latest run did not complete successfully.
+    ALLOW_DUPLICATE_FAILED_ONLY = "ALLOW_DUPLICATE_FAILED_ONLY"
+    #: Never start a second run with this Flow ID.
+    REJECT_DUPLICATE = "REJECT_DUPLICATE"
+    #: Terminate an open run, then start a new one.
+    TERMINATE_IF_RUNNING = "TERMINATE_IF_RUNNING"
+
+
+class StopType(enum.StrEnum):
+    """How stopFlow closes a run."""
+
+    CANCEL = "CANCEL"
+    TERMINATE = "TERMINATE"
+    FAIL = "FAIL"
+
+
+@dataclass(frozen=True)
+class StartFlowOptions:
+    """Options of one Flow start.
+
+    ``initial_attributes`` maps ``"name"`` or ``"map/instance"`` to a value; they commit with
+    the start, so the first Step sees them. ``request_id`` makes the start idempotent.
+    """
+
+    initial_attributes: Mapping[str, Any] = field(default_factory=dict)
+    id_reuse_policy: IdReusePolicy = IdReusePolicy.ALLOW_DUPLICATE
+    timeout: timedelta | None = None
+    request_id: str | None = None
+    ignore_already_started: bool = False
+
+
+@dataclass(frozen=True)
+class RPCInvokeOptions:
+    """Instance loads and locks an application adds to one RPC invocation.
+
+    They are unioned, sorted and de-duplicated with the RPC's registered options; they cannot
+    replace or clear them.
+    """
+
+    load_attribute_map_instances: tuple[AttributeMapLoad, ...] = ()
+    lock_attribute_map_instances: tuple[AttributeLock, ...] = ()

@@ -1,0 +1,79 @@
+"""What the client API returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StartFlowResult:
+    """The run a start created (``started``) or found (not ``started``)."""
+
+    flow_id: str
+    run_id: str
+    started: bool
+
+
+@dataclass(frozen=True)
+class FlowInfo:
+    """A run's identity, status, times and indexed Attribute values."""
+
+    flow_id: str
+    run_id: str
+    flow_type: str
+    status: str
+    started_at: datetime
+    closed_at: datetime | None
+    indexed_attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepCompletion:
+    """One completion a Step recorded with graceful_complete or force_complete."""
+
+    step_type: str
+    step_execution_id: str
+    output: Any
+
+
+@dataclass(frozen=True)
+class FlowResult:
+    """A run's status and, once closed, its completions or error."""
+
+    flow_id: str
+    run_id: str
+    status: str
+    completions: list[StepCompletion]
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class AttributeValues:
+    """Attribute values read from one committed state, as JSON data; unset names are absent."""
+
+    flow_id: str
+    run_id: str
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HistoryEvent:
+    """One event of a run's history."""
+
+    event_id: int
+    event_type: str
+    at: datetime
+    details: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """A page of history, oldest first; an empty ``next_page_token`` marks the end."""
+
+    flow_id: str
+    run_id: str
+    events: list[HistoryEvent]
+    next_page_token: str
