@@ -59,6 +59,7 @@ from engine.step import (
     graceful_complete,
 )
 from engine.timer import Timer
+from engine.values import to_json_data
 from engine.wait import Wait
 
 __all__ = [
@@ -121,4 +122,5 @@ __all__ = [
     "go_to_many",
     "graceful_complete",
     "rpc",
+    "to_json_data",
 ]

@@ -55,7 +55,7 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, Enum):
         return to_jsonable(value.value)
     # pydantic models, dataclasses and anything else pydantic knows how to dump.
-    dumped = adapter_for(type(value)).dump_python(value, mode="python")
+    dumped = adapter_for(type(value)).dump_python(value, mode="python", by_alias=True)
     if dumped is value:
         raise InvalidArgumentError(f"values of type {type(value).__name__} cannot be stored")
     return to_jsonable(dumped)

@@ -1,0 +1,1 @@
+"""dexlite's REST API: the FastAPI app factory, routers, wire schemas, errors, settings, CLI."""

@@ -1,0 +1,137 @@
+"""Every error the API returns, as application/problem+json. HTTP status codes live here only."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+import engine
+from patterns.sequentially_chunked_attribute_map.flow import PageNotFoundError
+
+log = logging.getLogger("dexlite.api")
+
+PROBLEM_JSON = "application/problem+json"
+LOCK_RETRY_AFTER_SECONDS = 1
+
+# Most specific first: the first class an error is an instance of decides.
+ERROR_TABLE: list[tuple[type[engine.EngineError], int, str]] = [
+    (engine.InvalidQueryError, 400, "INVALID_QUERY"),
+    (engine.InvalidPageTokenError, 400, "INVALID_PAGE_TOKEN"),
+    (engine.InvalidArgumentError, 400, "INVALID_ARGUMENT"),
+    (engine.FlowTypeNotFoundError, 404, "FLOW_TYPE_NOT_FOUND"),
+    (engine.FlowNotFoundError, 404, "FLOW_NOT_FOUND"),
+    (engine.FlowNotActiveOrNotFoundError, 404, "FLOW_NOT_ACTIVE_OR_NOT_FOUND"),
+    (engine.RPCNotFoundError, 404, "RPC_NOT_FOUND"),
+    (engine.ChannelMessageNotFoundError, 404, "CHANNEL_MESSAGE_NOT_FOUND"),
+    (PageNotFoundError, 404, "PAGE_NOT_FOUND"),
+    (engine.FlowAlreadyStartedError, 409, "FLOW_ALREADY_STARTED"),
+    (engine.RPCLockConflictError, 409, "RPC_LOCK_CONFLICT"),
+    (engine.FailedPreconditionError, 409, "FAILED_PRECONDITION"),
+    (engine.ResourceExhaustedError, 429, "RESOURCE_EXHAUSTED"),
+    (engine.RPCTimeoutError, 504, "RPC_TIMEOUT"),
+    # Programming errors raised inside a handler reach the caller as a handler error.
+    (engine.RPCHandlerError, 500, "RPC_HANDLER_ERROR"),
+    (engine.AttributeMapNotLoadedError, 500, "RPC_HANDLER_ERROR"),
+    (engine.ChannelMessagesNotLoadedError, 500, "RPC_HANDLER_ERROR"),
+    (engine.InvalidStepResultError, 500, "RPC_HANDLER_ERROR"),
+    (engine.DefinitionError, 500, "RPC_HANDLER_ERROR"),
+]
+
+TITLES = {
+    400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+    409: "Conflict", 413: "Payload Too Large", 422: "Unprocessable Content",
+    429: "Too Many Requests", 500: "Internal Server Error", 504: "Gateway Timeout",
+}
+
+
+def status_and_code(error: engine.EngineError) -> tuple[int, str]:
+    """Return the HTTP status and problem code for an engine error."""
+    for cls, status, code in ERROR_TABLE:
+        if isinstance(error, cls):
+            return status, code
+    return 500, "INTERNAL"
+
+
+def problem(
+    status: int, code: str, detail: str, *, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    """Build an application/problem+json response."""
+    body = {
+        "type": f"https://dexlite.dev/problems/{code.lower().replace('_', '-')}",
+        "title": TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+        "code": code,
+        **{k: v for k, v in extra.items() if v is not None},
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def engine_error_response(error: engine.EngineError) -> JSONResponse:
+    """Turn an engine error into its problem response."""
+    status, code = status_and_code(error)
+    headers = None
+    extra: dict[str, Any] = {"field": error.field, "flowId": error.flow_id}
+    if isinstance(error, engine.RPCLockConflictError):
+        headers = {"Retry-After": str(LOCK_RETRY_AFTER_SECONDS)}
+        extra["lockKey"] = error.key
+    if isinstance(error, engine.InvalidQueryError):
+        extra["position"] = error.position
+    if isinstance(error, engine.RPCHandlerError):
+        extra["errorType"] = error.error_type
+    elif status == 500:
+        extra["errorType"] = type(error).__name__
+    if isinstance(error, engine.FlowAlreadyStartedError):
+        extra["runId"] = error.run_id
+    extra.update(error.extra)
+    return problem(status, code, error.detail, headers=headers, **extra)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that turn every error into problem+json."""
+
+    @app.exception_handler(engine.EngineError)
+    async def _engine(_request: Request, exc: engine.EngineError) -> JSONResponse:
+        return engine_error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {
+                "location": ".".join(str(p) for p in err.get("loc", ())),
+                "message": err.get("msg", ""),
+                "type": err.get("type", ""),
+            }
+            for err in exc.errors()
+        ]
+        first = errors[0] if errors else {"location": "", "message": "invalid request"}
+        return problem(
+            422, "VALIDATION_ERROR", f"{first['location']}: {first['message']}", errors=errors
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {401: "UNAUTHENTICATED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
+                413: "PAYLOAD_TOO_LARGE"}.get(exc.status_code, "HTTP_ERROR")
+        return problem(exc.status_code, code, str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return problem(500, "INTERNAL", f"unexpected {type(exc).__name__}; this is a bug")
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """Return OpenAPI entries documenting these problem responses."""
+    return {
+        status: {
+            "description": TITLES[status],
+            "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        for status in statuses
+    }

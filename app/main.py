@@ -1,0 +1,103 @@
+"""The FastAPI app factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+import engine
+from app.errors import install_error_handlers
+from app.middleware import BearerAuthMiddleware, BodyLimitMiddleware
+from app.routes import flows, meta, state
+from app.schemas import Problem
+from app.settings import Settings
+
+PLAYGROUND_DIR = Path(__file__).resolve().parent.parent / "playground"
+VERSION = "0.1.0"
+
+
+def engine_config(settings: Settings) -> engine.EngineConfig:
+    """Return the EngineConfig the settings describe."""
+    return engine.EngineConfig(
+        database_url=settings.database_url,
+        blob_dir=settings.blob_dir,
+        step_threads=settings.step_threads,
+        rpc_threads=settings.rpc_threads,
+        sqlite_synchronous=settings.sqlite_synchronous,
+    )
+
+
+def create_app(
+    settings: Settings | None = None, registry: engine.Registry | None = None
+) -> FastAPI:
+    """Build the app. With no registry it serves the bundled examples and their routes; with a
+    Registry it serves the engine API for exactly those Flows (and the playground)."""
+    settings = settings or Settings()
+    routers = []
+    if registry is None:
+        from patterns import bundled_flows, bundled_routers
+
+        registry = engine.Registry(bundled_flows())
+        routers = bundled_routers()
+    chosen_registry = registry
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        eng = engine.Engine(chosen_registry, engine_config(settings))
+        await eng.start()
+        app.state.engine = eng
+        try:
+            yield
+        finally:
+            app.state.engine = None
+            await eng.close()
+
+    app = FastAPI(
+        title="dexlite",
+        version=VERSION,
+        summary="A durable flow engine: Flows, Steps, Attributes, RPCs and locks over REST.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = None
+    install_error_handlers(app)
+    app.include_router(flows.router)
+    app.include_router(state.router)
+    app.include_router(meta.router)
+    for router in routers:
+        app.include_router(router)
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse("/playground/")
+
+    if PLAYGROUND_DIR.is_dir():
+        app.mount("/playground", StaticFiles(directory=PLAYGROUND_DIR, html=True), name="playground")
+
+    # Documented once so every problem response can refer to it.
+    original_openapi = app.openapi
+
+    def openapi() -> dict[str, object]:
+        if app.openapi_schema is None:
+            schema = original_openapi()
+            schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = (
+                Problem.model_json_schema(by_alias=True)
+            )
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_bytes)
+    if settings.api_token:
+        app.add_middleware(BearerAuthMiddleware, token=settings.api_token)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
+                           allow_methods=["*"], allow_headers=["*"])
+    return app

@@ -1,0 +1,140 @@
+"""Flow lifecycle: start, describe, wait for the result, stop, history."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+import engine
+from app.deps import EngineDep
+from app.errors import responses
+from app.schemas import (
+    CompletionResponse,
+    FlowInfoResponse,
+    FlowResultResponse,
+    HistoryEventResponse,
+    HistoryResponse,
+    StartFlowBody,
+    StartFlowResponse,
+    StopFlowBody,
+    StopFlowResponse,
+)
+
+router = APIRouter(prefix="/api/v1/flows", tags=["Flows"])
+
+RunIdQuery = Annotated[str | None, Query(alias="runId", min_length=1, max_length=256)]
+
+
+@router.post(
+    "",
+    operation_id="startFlow",
+    status_code=status.HTTP_201_CREATED,
+    response_model=StartFlowResponse,
+    responses={200: {"model": StartFlowResponse, "description": "Already started by this "
+                     "requestId (ignoreAlreadyStarted)"}, **responses(400, 404, 409, 422)},
+)
+async def start_flow(body: StartFlowBody, eng: EngineDep, response: Response) -> StartFlowResponse:
+    """Start a Flow run; its initial Attributes commit with the start."""
+    opts = body.options
+    result = await eng.start_flow(
+        body.flow_type,
+        body.flow_id,
+        body.input,
+        engine.StartFlowOptions(
+            initial_attributes=opts.initial_attributes,
+            id_reuse_policy=opts.id_reuse_policy,
+            timeout=timedelta(seconds=opts.timeout_seconds) if opts.timeout_seconds else None,
+            request_id=opts.request_id,
+            ignore_already_started=opts.ignore_already_started,
+        ),
+    )
+    if not result.started:
+        response.status_code = status.HTTP_200_OK
+    return StartFlowResponse(flow_id=result.flow_id, run_id=result.run_id, started=result.started)
+
+
+@router.get(
+    "/{flowId}",
+    operation_id="describeFlow",
+    response_model=FlowInfoResponse,
+    responses=responses(400, 404, 422),
+)
+async def describe_flow(flowId: str, eng: EngineDep, run_id: RunIdQuery = None) -> FlowInfoResponse:  # noqa: N803
+    """Describe the Flow's latest run (or the given run)."""
+    info = await eng.describe_flow(flowId, run_id)
+    return FlowInfoResponse(
+        flow_id=info.flow_id, run_id=info.run_id, flow_type=info.flow_type, status=info.status,
+        started_at=info.started_at, closed_at=info.closed_at,
+        indexed_attributes=info.indexed_attributes,
+    )
+
+
+@router.get(
+    "/{flowId}/result",
+    operation_id="waitForFlow",
+    response_model=FlowResultResponse,
+    responses=responses(400, 404, 422),
+)
+async def wait_for_flow(
+    flowId: str,  # noqa: N803
+    eng: EngineDep,
+    run_id: RunIdQuery = None,
+    wait_seconds: Annotated[float, Query(alias="waitSeconds", ge=0, le=60)] = 0,
+) -> FlowResultResponse:
+    """Return the run's result, waiting up to waitSeconds for it to close."""
+    result = await eng.wait_for_flow(flowId, run_id, wait_seconds)
+    return FlowResultResponse(
+        flow_id=result.flow_id, run_id=result.run_id, status=result.status,
+        completions=[
+            CompletionResponse(step_type=c.step_type, step_execution_id=c.step_execution_id,
+                               output=c.output)
+            for c in result.completions
+        ],
+        error_type=result.error_type, error_message=result.error_message,
+    )
+
+
+@router.post(
+    "/{flowId}/stop",
+    operation_id="stopFlow",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=StopFlowResponse,
+    responses=responses(400, 404, 422),
+)
+async def stop_flow(
+    flowId: str,  # noqa: N803
+    eng: EngineDep,
+    body: StopFlowBody | None = None,
+    run_id: RunIdQuery = None,
+) -> StopFlowResponse:
+    """Stop the active run: CANCEL, TERMINATE or FAIL."""
+    body = body or StopFlowBody()
+    stopped = await eng.stop_flow(flowId, body.type, body.reason, run_id)
+    return StopFlowResponse(flow_id=flowId, run_id=stopped)
+
+
+@router.get(
+    "/{flowId}/history",
+    operation_id="getFlowHistory",
+    response_model=HistoryResponse,
+    responses=responses(400, 404, 422),
+)
+async def get_flow_history(
+    flowId: str,  # noqa: N803
+    eng: EngineDep,
+    run_id: RunIdQuery = None,
+    page_size: Annotated[int, Query(alias="pageSize", ge=1, le=1000)] = 100,
+    page_token: Annotated[str, Query(alias="pageToken", max_length=1024)] = "",
+) -> HistoryResponse:
+    """Return the run's history events, oldest first, one page at a time."""
+    page = await eng.get_flow_history(flowId, run_id, page_size, page_token)
+    return HistoryResponse(
+        flow_id=page.flow_id, run_id=page.run_id, next_page_token=page.next_page_token,
+        events=[
+            HistoryEventResponse(event_id=e.event_id, event_type=e.event_type, at=e.at,
+                                 details=e.details)
+            for e in page.events
+        ],
+    )

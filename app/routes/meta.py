@@ -1,0 +1,38 @@
+"""The registry, health and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from app.deps import EngineDep
+from app.schemas import FlowTypesResponse, HealthResponse
+
+router = APIRouter()
+
+
+@router.get(
+    "/api/v1/flow-types",
+    operation_id="listFlowTypes",
+    response_model=FlowTypesResponse,
+    tags=["Flows"],
+)
+async def list_flow_types(eng: EngineDep) -> FlowTypesResponse:
+    """List the registered Flow types with their Steps, RPCs, Attributes and indexes."""
+    return FlowTypesResponse(flow_types=eng.list_flow_types())
+
+
+@router.get("/healthz", operation_id="health", response_model=HealthResponse, tags=["Health"])
+async def health() -> HealthResponse:
+    """Report that the process is alive."""
+    return HealthResponse(status="ok")
+
+
+@router.get("/readyz", operation_id="ready", response_model=HealthResponse, tags=["Health"],
+            responses={503: {"description": "The engine is not started"}})
+async def ready(request: Request) -> HealthResponse:
+    """Report that the engine is started and serving."""
+    if getattr(request.app.state, "engine", None) is None:
+        from fastapi import HTTPException
+
+        raise HTTPException(503, "the engine is not started")
+    return HealthResponse(status="ready")

@@ -1,0 +1,102 @@
+"""RPCs and Attributes of a Flow."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+import engine
+from app.deps import EngineDep
+from app.errors import responses
+from app.schemas import (
+    AttributesResponse,
+    InvokeRpcBody,
+    InvokeRpcResponse,
+    SetAttributesBody,
+    SetAttributesResponse,
+)
+from engine import AttributeLock, AttributeMapLoad
+
+router = APIRouter(prefix="/api/v1/flows", tags=["RPCs and Attributes"])
+
+
+def _split(entries: list[str], what: str) -> list[tuple[str, str]]:
+    pairs = []
+    for entry in entries:
+        name, sep, instance = entry.partition("/")
+        if not sep or not name or not instance:
+            raise engine.InvalidArgumentError(
+                f"{what}: {entry!r} must be 'map/instance'", field=what
+            )
+        pairs.append((name, instance))
+    return pairs
+
+
+@router.post(
+    "/{flowId}/rpcs/{rpcName}",
+    operation_id="invokeRpc",
+    response_model=InvokeRpcResponse,
+    responses={
+        **responses(400, 404, 409, 422),
+        500: {"description": "The RPC handler raised (code RPC_HANDLER_ERROR)"},
+        504: {"description": "The RPC handler timed out (code RPC_TIMEOUT)"},
+    },
+)
+async def invoke_rpc(
+    flowId: str,  # noqa: N803
+    rpcName: str,  # noqa: N803
+    eng: EngineDep,
+    body: InvokeRpcBody | None = None,
+) -> InvokeRpcResponse:
+    """Invoke an RPC of the Flow's current run (or the given run)."""
+    body = body or InvokeRpcBody()
+    opts = body.options
+    if opts.load_channel_map_instances:
+        raise engine.InvalidArgumentError(
+            "loadChannelMapInstances: this server's Flows declare no ChannelMap",
+            field="loadChannelMapInstances",
+        )
+    options = engine.RPCInvokeOptions(
+        load_attribute_map_instances=tuple(
+            AttributeMapLoad(n, i)
+            for n, i in _split(opts.load_attribute_map_instances, "loadAttributeMapInstances")
+        ),
+        lock_attribute_map_instances=tuple(
+            AttributeLock(n, i)
+            for n, i in _split(opts.lock_attribute_map_instances, "lockAttributeMapInstances")
+        ),
+    )
+    output = await eng.invoke_rpc(rpcName, flowId, body.input, run_id=body.run_id, options=options)
+    return InvokeRpcResponse(output=engine.to_json_data(output))
+
+
+@router.get(
+    "/{flowId}/attributes",
+    operation_id="getAttributes",
+    response_model=AttributesResponse,
+    responses=responses(400, 404, 422),
+)
+async def get_attributes(
+    flowId: str,  # noqa: N803
+    eng: EngineDep,
+    name: Annotated[list[str], Query(description="'status' or 'progress/payment'; repeat")] = [],  # noqa: B006
+    run_id: Annotated[str | None, Query(alias="runId", min_length=1, max_length=256)] = None,
+) -> AttributesResponse:
+    """Read Attributes from one committed state (current or latest run), without locks."""
+    values = await eng.get_attributes(flowId, name, run_id)
+    return AttributesResponse(flow_id=values.flow_id, run_id=values.run_id, values=values.values)
+
+
+@router.put(
+    "/{flowId}/attributes",
+    operation_id="setAttributes",
+    response_model=SetAttributesResponse,
+    responses=responses(400, 404, 409, 422),
+)
+async def set_attributes(
+    flowId: str, body: SetAttributesBody, eng: EngineDep  # noqa: N803
+) -> SetAttributesResponse:
+    """Write Attributes of the active run; on a closed run only erase hard-delete values."""
+    flow_id, run_id = await eng.set_attributes(flowId, body.values, body.run_id)
+    return SetAttributesResponse(flow_id=flow_id, run_id=run_id)

@@ -1,0 +1,186 @@
+"""Wire schemas: camelCase JSON, typed request and response models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+import engine
+
+
+class Wire(BaseModel):
+    """Base of every wire model: camelCase on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class Request(Wire):
+    """Base of request bodies: unknown fields are refused, so typos do not pass silently."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Problem(Wire):
+    """An error (application/problem+json)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str = Field(description="Stable error code, e.g. RPC_LOCK_CONFLICT.")
+    field: str | None = None
+    errors: list[dict[str, Any]] | None = None
+
+
+class StartFlowOptionsBody(Request):
+    """Options of a Flow start."""
+
+    initial_attributes: dict[str, Any] = Field(
+        default_factory=dict,
+        description='Values committed with the start: {"name": v} or {"map/instance": v}.',
+    )
+    id_reuse_policy: engine.IdReusePolicy = engine.IdReusePolicy.ALLOW_DUPLICATE
+    timeout_seconds: float | None = Field(None, gt=0, description="Durable Flow timeout.")
+    request_id: str | None = Field(None, min_length=1, max_length=256)
+    ignore_already_started: bool = Field(
+        False, description="Answer 200 started=false when this requestId started the run."
+    )
+
+
+class StartFlowBody(Request):
+    """Start a Flow."""
+
+    flow_type: str = Field(min_length=1, max_length=256)
+    flow_id: str = Field(min_length=1, max_length=256)
+    input: Any = None
+    options: StartFlowOptionsBody = Field(default_factory=StartFlowOptionsBody)
+
+
+class StartFlowResponse(Wire):
+    """The run a start created or found."""
+
+    flow_id: str
+    run_id: str
+    started: bool
+
+
+class FlowInfoResponse(Wire):
+    """A run's identity and status."""
+
+    flow_id: str
+    run_id: str
+    flow_type: str
+    status: str
+    started_at: datetime
+    closed_at: datetime | None
+    indexed_attributes: dict[str, Any]
+
+
+class CompletionResponse(Wire):
+    """One Step completion."""
+
+    step_type: str
+    step_execution_id: str
+    output: Any
+
+
+class FlowResultResponse(Wire):
+    """A run's status and, once closed, its completions or error."""
+
+    flow_id: str
+    run_id: str
+    status: str
+    completions: list[CompletionResponse]
+    error_type: str | None
+    error_message: str | None
+
+
+class StopFlowBody(Request):
+    """How to stop a run."""
+
+    type: engine.StopType = engine.StopType.CANCEL
+    reason: str | None = Field(None, max_length=4096)
+
+
+class StopFlowResponse(Wire):
+    """The run that was stopped."""
+
+    flow_id: str
+    run_id: str
+
+
+class InvokeRpcOptionsBody(Request):
+    """Instance loads and locks added to one invocation, each ``"map/instance"``."""
+
+    load_attribute_map_instances: list[str] = Field(default_factory=list)
+    lock_attribute_map_instances: list[str] = Field(default_factory=list)
+    load_channel_map_instances: list[str] = Field(default_factory=list)
+
+
+class InvokeRpcBody(Request):
+    """Invoke an RPC."""
+
+    input: Any = None
+    run_id: str | None = Field(None, min_length=1, max_length=256)
+    options: InvokeRpcOptionsBody = Field(default_factory=InvokeRpcOptionsBody)
+
+
+class InvokeRpcResponse(Wire):
+    """The RPC's output."""
+
+    output: Any
+
+
+class AttributesResponse(Wire):
+    """Attribute values from one committed state; unset names are absent."""
+
+    flow_id: str
+    run_id: str
+    values: dict[str, Any]
+
+
+class SetAttributesBody(Request):
+    """Write Attributes (null deletes)."""
+
+    run_id: str | None = Field(None, min_length=1, max_length=256)
+    values: dict[str, Any]
+
+
+class SetAttributesResponse(Wire):
+    """The run that was written."""
+
+    flow_id: str
+    run_id: str
+
+
+class HistoryEventResponse(Wire):
+    """One history event."""
+
+    event_id: int
+    event_type: str
+    at: datetime
+    details: dict[str, Any]
+
+
+class HistoryResponse(Wire):
+    """A page of history, oldest first."""
+
+    flow_id: str
+    run_id: str
+    events: list[HistoryEventResponse]
+    next_page_token: str
+
+
+class FlowTypesResponse(Wire):
+    """The registry: Flow types with Steps, RPCs (with JSON schemas), state and indexes."""
+
+    flow_types: list[dict[str, Any]]
+
+
+class HealthResponse(Wire):
+    """Liveness or readiness."""
+
+    status: str

@@ -1,0 +1,165 @@
+"""HTTP routes of the Sequentially Chunked AttributeMap pattern."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from engine import (
+    Engine,
+    FlowAlreadyStartedError,
+    RPCInvokeOptions,
+    RPCLockConflictError,
+    StartFlowOptions,
+)
+from patterns.sequentially_chunked_attribute_map.flow import (
+    CURRENT,
+    ChunkedSubscriberFlow,
+    GetSubscriberPageInput,
+    RegisterSubscriberInput,
+    SubscriberRecord,
+    check_page_token,
+)
+
+DEFAULT_FLOW_ID = "sequentially-chunked-attribute-map"
+# A declaration used to name the RPCs; it does no I/O.
+FLOW = ChunkedSubscriberFlow()
+FIRST_BACKOFF_SECONDS = 0.002
+MAX_BACKOFF_SECONDS = 0.1
+
+router = APIRouter(
+    prefix="/patterns/sequentially-chunked-attribute-map",
+    tags=["Pattern: Sequentially Chunked AttributeMap"],
+)
+
+FlowIdQuery = Annotated[
+    str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
+]
+_PROBLEM = {"content": {"application/problem+json": {}}}
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class StartResponse(_Wire):
+    """The subscriber log's run."""
+
+    flow_id: str
+    run_id: str
+    started: bool
+
+
+class RegisterBody(_Wire):
+    """A subscriber to append."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    email: str = Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
+    name: str = Field(min_length=1, max_length=200)
+
+
+class SubscriberResponse(_Wire):
+    """A registered subscriber."""
+
+    sequence: int
+    email: str
+    name: str
+    registered_at: datetime
+
+
+class SubscribersPageResponse(_Wire):
+    """Records newest first, and the next older chunk's token ("" after the oldest)."""
+
+    subscribers: list[SubscriberResponse]
+    next_page_token: str
+
+
+def _engine(request: Request) -> Engine:
+    return request.app.state.engine  # type: ignore[no-any-return]
+
+
+def _record(record: SubscriberRecord) -> SubscriberResponse:
+    return SubscriberResponse(sequence=record.sequence, email=record.email, name=record.name,
+                              registered_at=record.registered_at)
+
+
+@router.post(
+    "/start",
+    operation_id="startChunkedSubscriberFlow",
+    status_code=status.HTTP_201_CREATED,
+    response_model=StartResponse,
+    responses={200: {"model": StartResponse, "description": "Already running"}},
+)
+async def start(request: Request, response: Response,
+                flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> StartResponse:
+    """Start the RPC-only subscriber Flow (no Flow timeout); 200 if it is already running."""
+    eng = _engine(request)
+    try:
+        result = await eng.start_flow(ChunkedSubscriberFlow, flow_id, None, StartFlowOptions())
+    except FlowAlreadyStartedError as exc:
+        response.status_code = status.HTTP_200_OK
+        return StartResponse(flow_id=flow_id, run_id=exc.run_id or "", started=False)
+    return StartResponse(flow_id=result.flow_id, run_id=result.run_id, started=True)
+
+
+@router.post(
+    "/register",
+    operation_id="registerSubscriber",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SubscriberResponse,
+    responses={404: {"description": "Flow not started", **_PROBLEM},
+               409: {"description": "Lock conflicts outlasted the retry budget", **_PROBLEM}},
+)
+async def register(body: RegisterBody, request: Request,
+                   flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> SubscriberResponse:
+    """Append a subscriber; retries RPC lock conflicts with jittered exponential backoff."""
+    eng = _engine(request)
+    budget = request.app.state.settings.lock_retry_seconds
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + budget
+    backoff = FIRST_BACKOFF_SECONDS
+    payload = RegisterSubscriberInput(email=body.email, name=body.name)
+    while True:
+        try:
+            record = await eng.invoke_rpc(FLOW.register_subscriber, flow_id, payload)
+            return _record(record)
+        except RPCLockConflictError:
+            if loop.time() + backoff > deadline:
+                raise
+            # Full jitter keeps concurrent callers from retrying in lock-step.
+            await asyncio.sleep(random.uniform(0, backoff))
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+
+@router.get(
+    "/subscribers",
+    operation_id="listSubscribers",
+    response_model=SubscribersPageResponse,
+    responses={400: {"description": "Malformed page token (INVALID_PAGE_TOKEN)", **_PROBLEM},
+               404: {"description": "No such chunk (PAGE_NOT_FOUND) or Flow", **_PROBLEM}},
+)
+async def subscribers(
+    request: Request,
+    page_token: Annotated[str, Query(alias="pageToken", max_length=64)] = CURRENT,
+    flow_id: FlowIdQuery = DEFAULT_FLOW_ID,
+) -> SubscribersPageResponse:
+    """Return one chunk, newest first, loading exactly that AttributeMap instance."""
+    token = check_page_token(page_token)
+    page = await _engine(request).invoke_rpc(
+        FLOW.get_subscriber_page,
+        flow_id,
+        GetSubscriberPageInput(page_token=token),
+        options=RPCInvokeOptions(
+            load_attribute_map_instances=(FLOW.subscriber_chunks.load(token),)
+        ),
+    )
+    return SubscribersPageResponse(
+        subscribers=[_record(r) for r in page.subscribers], next_page_token=page.next_page_token
+    )
