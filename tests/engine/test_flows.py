@@ -1,0 +1,568 @@
+"""Flows and Steps: decisions, completions, initial Attributes, ID reuse, stop, timeouts,
+retries, waits and recovery after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from engine import (
+    Attribute,
+    Context,
+    EngineConfig,
+    Flow,
+    FlowAlreadyStartedError,
+    FlowNotActiveOrNotFoundError,
+    FlowNotFoundError,
+    IdReusePolicy,
+    InvalidArgumentError,
+    ManualClock,
+    RetryPolicy,
+    StartFlowOptions,
+    Step,
+    StepDecision,
+    StepList,
+    StepMovement,
+    StepOptions,
+    StopType,
+    Timer,
+    Wait,
+    dead_end,
+    force_complete,
+    force_fail,
+    go_to,
+    go_to_many,
+    graceful_complete,
+)
+from tests.conftest import running_engine
+
+# -- a three-Step Flow, mixing sync and async handlers ---------------------------------------
+
+
+class Fetch(Step[str]):
+    def execute(self, context: Context, input: str) -> StepDecision:
+        self.flow.trail.set(context, [f"fetch:{input}"])
+        return go_to(Transform, input.upper())
+
+
+class Transform(Step[str]):
+    async def execute(self, context: Context, input: str) -> StepDecision:
+        trail = self.flow.trail.get(context) or []
+        self.flow.trail.set(context, [*trail, f"transform:{input}"])
+        return go_to(Store, {"value": input, "length": len(input)})
+
+
+class Store(Step[dict[str, Any]]):
+    def execute(self, context: Context, input: dict[str, Any]) -> StepDecision:
+        trail = self.flow.trail.get(context) or []
+        return graceful_complete({"stored": input["value"], "trail": [*trail, "store"]})
+
+
+class PipelineFlow(Flow[str]):
+    trail = Attribute("trail", list[str])
+
+    def get_steps(self) -> StepList[str]:
+        return StepList.start_step(Fetch()).other_steps(Transform(), Store())
+
+
+async def test_flow_runs_its_steps_to_completion_and_reports_the_completion(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([PipelineFlow()], engine_config) as eng:
+        started = await eng.start_flow(PipelineFlow, "p-1", "abc")
+        assert started.started is True
+        result = await eng.wait_for_flow("p-1", wait_seconds=10)
+    assert result.status == "COMPLETED"
+    assert result.run_id == started.run_id
+    assert [c.step_type for c in result.completions] == ["Store"]
+    assert result.completions[0].output == {
+        "stored": "ABC", "trail": ["fetch:abc", "transform:ABC", "store"]
+    }
+    assert result.error_type is None
+
+
+async def test_flow_input_is_validated_against_the_start_step_input(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([PipelineFlow()], engine_config) as eng:
+        with pytest.raises(InvalidArgumentError, match="input"):
+            await eng.start_flow(PipelineFlow, "p-bad", {"not": "a string"})
+        with pytest.raises(FlowNotFoundError):
+            await eng.describe_flow("p-bad")
+
+
+# -- initial Attributes ----------------------------------------------------------------------
+
+
+class ReadInitial(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return graceful_complete({"greeting": self.flow.greeting.get(context)})
+
+
+class InitialFlow(Flow[None]):
+    greeting = Attribute("greeting", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(ReadInitial())
+
+
+async def test_initial_attributes_commit_with_the_start_and_the_first_step_sees_them(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([InitialFlow()], engine_config) as eng:
+        await eng.start_flow(
+            InitialFlow, "i-1", None, StartFlowOptions(initial_attributes={"greeting": "hello"})
+        )
+        result = await eng.wait_for_flow("i-1", wait_seconds=10)
+    assert result.completions[0].output == {"greeting": "hello"}
+
+
+async def test_initial_attributes_with_unknown_names_or_wrong_types_are_rejected(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([InitialFlow()], engine_config) as eng:
+        with pytest.raises(InvalidArgumentError, match="no Attribute or AttributeMap named"):
+            await eng.start_flow(InitialFlow, "i-2", None,
+                                 StartFlowOptions(initial_attributes={"nope": 1}))
+        with pytest.raises(InvalidArgumentError, match="greeting"):
+            await eng.start_flow(InitialFlow, "i-2", None,
+                                 StartFlowOptions(initial_attributes={"greeting": 5}))
+        with pytest.raises(FlowNotFoundError):
+            await eng.describe_flow("i-2")
+
+
+# -- decisions -------------------------------------------------------------------------------
+
+
+class Split(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return go_to_many(StepMovement.of(Branch, "left"), StepMovement.of(Branch, "right"))
+
+
+class Branch(Step[str]):
+    async def execute(self, context: Context, input: str) -> StepDecision:
+        if input == "right":
+            await asyncio.sleep(0.05)
+        return graceful_complete(input)
+
+
+class ParallelFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Split()).other_steps(Branch())
+
+
+async def test_go_to_many_runs_branches_and_the_flow_completes_after_the_last_one(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([ParallelFlow()], engine_config) as eng:
+        await eng.start_flow(ParallelFlow, "par", None)
+        result = await eng.wait_for_flow("par", wait_seconds=10)
+    assert result.status == "COMPLETED"
+    assert [c.output for c in result.completions] == ["left", "right"]
+
+
+class Racer(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return go_to_many(StepMovement.of(Slow, None), StepMovement.of(Decider, None))
+
+
+class Slow(Step[None]):
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        await asyncio.sleep(30)
+        return graceful_complete("slow")
+
+
+class Decider(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        mode = self.flow.mode.get(context)
+        if mode == "fail":
+            return force_fail("gave up", error_type="GaveUp")
+        if mode == "dead":
+            return dead_end()
+        return force_complete("decided")
+
+
+class RaceFlow(Flow[None]):
+    mode = Attribute("mode", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Racer()).other_steps(Slow(), Decider())
+
+
+async def test_force_complete_completes_now_and_cancels_the_other_active_steps(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([RaceFlow()], engine_config) as eng:
+        await eng.start_flow(RaceFlow, "race", None)
+        result = await eng.wait_for_flow("race", wait_seconds=10)
+        history = await eng.get_flow_history("race")
+    assert result.status == "COMPLETED"
+    assert [(c.step_type, c.output) for c in result.completions] == [("Decider", "decided")]
+    closed = [e for e in history.events if e.event_type == "FLOW_CLOSED"]
+    assert closed[0].details["status"] == "COMPLETED"
+
+
+async def test_force_fail_fails_the_flow_with_the_error(engine_config: EngineConfig) -> None:
+    async with running_engine([RaceFlow()], engine_config) as eng:
+        await eng.start_flow(RaceFlow, "race-f", None,
+                             StartFlowOptions(initial_attributes={"mode": "fail"}))
+        result = await eng.wait_for_flow("race-f", wait_seconds=10)
+    assert (result.status, result.error_type, result.error_message) == (
+        "FAILED", "GaveUp", "gave up"
+    )
+    assert result.completions == []
+
+
+class OnlyDeadEnd(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return dead_end()
+
+
+class DeadEndFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(OnlyDeadEnd())
+
+
+async def test_dead_end_without_completions_leaves_the_flow_running(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([DeadEndFlow()], engine_config) as eng:
+        await eng.start_flow(DeadEndFlow, "dead", None)
+        for _ in range(100):
+            history = await eng.get_flow_history("dead")
+            if any(e.event_type == "STEP_CLOSED" for e in history.events):
+                break
+            await asyncio.sleep(0.01)
+        result = await eng.wait_for_flow("dead", wait_seconds=0)
+    assert result.status == "RUNNING"
+    assert [e.details.get("decision") for e in history.events if e.event_type == "STEP_CLOSED"] \
+        == ["DEAD_END"]
+
+
+class ReturnsGarbage(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return "not a decision"  # type: ignore[return-value]
+
+
+class GarbageFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(ReturnsGarbage())
+
+
+async def test_a_step_returning_no_decision_fails_the_flow_with_invalid_step_result(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([GarbageFlow()], engine_config) as eng:
+        await eng.start_flow(GarbageFlow, "garbage", None)
+        result = await eng.wait_for_flow("garbage", wait_seconds=10)
+    assert (result.status, result.error_type) == ("FAILED", "InvalidStepResultError")
+
+
+# -- ID reuse and request IDs ----------------------------------------------------------------
+
+
+class Park(Step[None]):
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        await asyncio.sleep(60)
+        return graceful_complete(None)
+
+
+class ParkedFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Park())
+
+
+class Quick(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        if self.flow.fail.get(context):
+            raise RuntimeError("asked to fail")
+        return graceful_complete("ok")
+
+
+class QuickFlow(Flow[None]):
+    fail = Attribute("fail", bool)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Quick())
+
+
+async def test_starting_a_running_flow_id_raises_flow_already_started(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([ParkedFlow()], engine_config) as eng:
+        first = await eng.start_flow(ParkedFlow, "dup", None)
+        with pytest.raises(FlowAlreadyStartedError) as info:
+            await eng.start_flow(ParkedFlow, "dup", None)
+        assert info.value.run_id == first.run_id
+
+
+async def test_same_request_id_with_ignore_already_started_returns_the_running_run(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([ParkedFlow()], engine_config) as eng:
+        options = StartFlowOptions(request_id="req-1", ignore_already_started=True)
+        first = await eng.start_flow(ParkedFlow, "idem", None, options)
+        again = await eng.start_flow(ParkedFlow, "idem", None, options)
+        assert (again.run_id, again.started) == (first.run_id, False)
+        with pytest.raises(FlowAlreadyStartedError):
+            await eng.start_flow(ParkedFlow, "idem", None,
+                                 StartFlowOptions(request_id="req-2", ignore_already_started=True))
+        with pytest.raises(FlowAlreadyStartedError):
+            await eng.start_flow(ParkedFlow, "idem", None, StartFlowOptions(request_id="req-1"))
+
+
+async def test_allow_duplicate_starts_a_new_run_after_the_previous_one_closed(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([QuickFlow()], engine_config) as eng:
+        first = await eng.start_flow(QuickFlow, "reuse", None)
+        await eng.wait_for_flow("reuse", wait_seconds=10)
+        second = await eng.start_flow(QuickFlow, "reuse", None)
+        assert second.started and second.run_id != first.run_id
+        assert (await eng.describe_flow("reuse")).run_id == second.run_id
+        assert (await eng.describe_flow("reuse", first.run_id)).status == "COMPLETED"
+
+
+async def test_reject_duplicate_refuses_any_second_run(engine_config: EngineConfig) -> None:
+    async with running_engine([QuickFlow()], engine_config) as eng:
+        await eng.start_flow(QuickFlow, "rej", None)
+        await eng.wait_for_flow("rej", wait_seconds=10)
+        with pytest.raises(FlowAlreadyStartedError, match="REJECT_DUPLICATE"):
+            await eng.start_flow(QuickFlow, "rej", None,
+                                 StartFlowOptions(id_reuse_policy=IdReusePolicy.REJECT_DUPLICATE))
+
+
+async def test_allow_duplicate_failed_only_restarts_only_after_a_failure(
+    engine_config: EngineConfig,
+) -> None:
+    policy = StartFlowOptions(id_reuse_policy=IdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY)
+    async with running_engine([QuickFlow()], engine_config) as eng:
+        await eng.start_flow(QuickFlow, "ok-run", None)
+        await eng.wait_for_flow("ok-run", wait_seconds=10)
+        with pytest.raises(FlowAlreadyStartedError):
+            await eng.start_flow(QuickFlow, "ok-run", None, policy)
+        await eng.start_flow(QuickFlow, "bad-run", None,
+                             StartFlowOptions(initial_attributes={"fail": True}))
+        assert (await eng.wait_for_flow("bad-run", wait_seconds=10)).status == "FAILED"
+        assert (await eng.start_flow(QuickFlow, "bad-run", None, policy)).started
+
+
+async def test_terminate_if_running_terminates_the_open_run_and_starts_a_new_one(
+    engine_config: EngineConfig,
+) -> None:
+    policy = StartFlowOptions(id_reuse_policy=IdReusePolicy.TERMINATE_IF_RUNNING)
+    async with running_engine([ParkedFlow()], engine_config) as eng:
+        first = await eng.start_flow(ParkedFlow, "term", None)
+        second = await eng.start_flow(ParkedFlow, "term", None, policy)
+        assert second.started and second.run_id != first.run_id
+        old = await eng.wait_for_flow("term", first.run_id, wait_seconds=5)
+        assert old.status == "TERMINATED"
+        assert (await eng.describe_flow("term")).status == "RUNNING"
+
+
+# -- stop and timeouts -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stop_type", "status"),
+    [(StopType.CANCEL, "CANCELED"), (StopType.TERMINATE, "TERMINATED"), (StopType.FAIL, "FAILED")],
+)
+async def test_stop_closes_the_run_with_the_matching_status(
+    engine_config: EngineConfig, stop_type: StopType, status: str
+) -> None:
+    async with running_engine([ParkedFlow()], engine_config) as eng:
+        await eng.start_flow(ParkedFlow, "stop-me", None)
+        await eng.stop_flow("stop-me", stop_type, "because")
+        result = await eng.wait_for_flow("stop-me", wait_seconds=5)
+        assert result.status == status
+        assert result.error_message == "because"
+        with pytest.raises(FlowNotActiveOrNotFoundError):
+            await eng.stop_flow("stop-me")
+        with pytest.raises(FlowNotActiveOrNotFoundError):
+            await eng.stop_flow("never-started")
+
+
+async def test_a_flow_timeout_closes_the_run_as_timed_out(
+    engine_config: EngineConfig,
+) -> None:
+    clock = ManualClock()
+    config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
+    async with running_engine([ParkedFlow()], config) as eng:
+        await eng.start_flow(ParkedFlow, "slowpoke", None,
+                             StartFlowOptions(timeout=timedelta(minutes=5)))
+        clock.advance(299)
+        assert (await eng.wait_for_flow("slowpoke", wait_seconds=0.2)).status == "RUNNING"
+        clock.advance(2)
+        result = await eng.wait_for_flow("slowpoke", wait_seconds=5)
+    assert result.status == "TIMED_OUT"
+
+
+# -- retries, failure route, waits -----------------------------------------------------------
+
+
+class Flaky(Step[None]):
+    attempts: list[int] = []
+
+    def get_step_options(self) -> StepOptions:
+        return StepOptions(execute_retry=RetryPolicy(
+            max_attempts=3, initial_interval=timedelta(seconds=10)))
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        Flaky.attempts.append(context.attempt)
+        if context.attempt < 3:
+            raise ConnectionError(f"attempt {context.attempt} failed")
+        return graceful_complete(context.attempt)
+
+
+class FlakyFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Flaky())
+
+
+async def _until(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition never became true"
+        await asyncio.sleep(0.01)
+
+
+async def test_failed_attempts_are_retried_with_backoff_on_the_engine_clock(
+    engine_config: EngineConfig,
+) -> None:
+    clock = ManualClock()
+    Flaky.attempts = []
+    config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
+    async with running_engine([FlakyFlow()], config) as eng:
+        await eng.start_flow(FlakyFlow, "flaky", None)
+
+        async def attempts(n: int) -> Any:
+            async def check() -> bool:
+                return len(Flaky.attempts) >= n
+            return check
+
+        await _until(await attempts(1))
+        clock.advance(9)
+        await asyncio.sleep(0.1)
+        assert Flaky.attempts == [1]  # the first retry waits 10 s
+        clock.advance(1)
+        await _until(await attempts(2))
+        clock.advance(20)  # backoff doubles
+        result = await eng.wait_for_flow("flaky", wait_seconds=5)
+    assert Flaky.attempts == [1, 2, 3]
+    assert (result.status, result.completions[0].output) == ("COMPLETED", 3)
+
+
+class Breaks(Step[None]):
+    def get_step_options(self) -> StepOptions:
+        return StepOptions(failure_step=Recover)
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        raise ValueError("broken")
+
+
+class Recover(Step[dict[str, Any]]):
+    def execute(self, context: Context, input: dict[str, Any]) -> StepDecision:
+        return graceful_complete({"recovered": input["errorType"], "from": input["stepType"]})
+
+
+class FailureRouteFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Breaks()).other_steps(Recover())
+
+
+async def test_a_step_failure_without_retries_left_takes_the_failure_route(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([FailureRouteFlow()], engine_config) as eng:
+        await eng.start_flow(FailureRouteFlow, "route", None)
+        result = await eng.wait_for_flow("route", wait_seconds=10)
+    assert result.status == "COMPLETED"
+    assert result.completions[0].output == {"recovered": "ValueError", "from": "Breaks"}
+
+
+async def test_a_step_failure_without_a_failure_route_fails_the_flow(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([QuickFlow()], engine_config) as eng:
+        await eng.start_flow(QuickFlow, "fails", None,
+                             StartFlowOptions(initial_attributes={"fail": True}))
+        result = await eng.wait_for_flow("fails", wait_seconds=10)
+    assert (result.status, result.error_type, result.error_message) == (
+        "FAILED", "RuntimeError", "asked to fail"
+    )
+
+
+class Sleepy(Step[None]):
+    def wait_for(self, context: Context, input: None) -> Wait:
+        return Wait.until(Timer.by_duration(timedelta(hours=1)))
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return graceful_complete("woke")
+
+
+class Eager(Step[None]):
+    def wait_for(self, context: Context, input: None) -> Wait:
+        return Wait.skip_immediately()
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return go_to(Sleepy, None)
+
+
+class WaitFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Eager()).other_steps(Sleepy())
+
+
+async def test_wait_for_skip_runs_execute_at_once_and_a_timer_waits_on_the_clock(
+    engine_config: EngineConfig,
+) -> None:
+    clock = ManualClock()
+    config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
+    async with running_engine([WaitFlow()], config) as eng:
+        await eng.start_flow(WaitFlow, "waits", None)
+        await asyncio.sleep(0.2)
+        assert (await eng.wait_for_flow("waits", wait_seconds=0)).status == "RUNNING"
+        clock.advance(3600)
+        result = await eng.wait_for_flow("waits", wait_seconds=5)
+    assert (result.status, [c.output for c in result.completions]) == ("COMPLETED", ["woke"])
+
+
+# -- recovery --------------------------------------------------------------------------------
+
+
+class Resumable(Step[None]):
+    runs: list[str] = []
+    hang = True
+
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        Resumable.runs.append(context.step_execution_id or "")
+        if Resumable.hang:
+            await asyncio.sleep(60)
+        return graceful_complete("resumed")
+
+
+class ResumableFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Resumable())
+
+
+async def test_a_restarted_engine_resumes_running_flows_from_the_same_database(
+    engine_config: EngineConfig,
+) -> None:
+    Resumable.runs, Resumable.hang = [], True
+    async with running_engine([ResumableFlow()], engine_config) as eng:
+        await eng.start_flow(ResumableFlow, "resume", None)
+
+        async def started() -> bool:
+            return bool(Resumable.runs)
+
+        await _until(started)
+    Resumable.hang = False
+    async with running_engine([ResumableFlow()], engine_config) as eng:
+        assert eng.recovered_steps == 1
+        result = await eng.wait_for_flow("resume", wait_seconds=10)
+    assert result.status == "COMPLETED"
+    assert len(Resumable.runs) == 2 and Resumable.runs[0] == Resumable.runs[1]
