@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 
 import engine
 from app.errors import install_error_handlers
-from app.middleware import BearerAuthMiddleware, BodyLimitMiddleware
+from app.middleware import PROTECTED_PREFIXES, BearerAuthMiddleware, BodyLimitMiddleware
 from app.routes import flows, meta, state
 from app.schemas import Problem
 from app.settings import Settings
@@ -89,6 +89,15 @@ def create_app(
             schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = (
                 Problem.model_json_schema(by_alias=True)
             )
+            unauthenticated = {
+                "description": "Bearer token missing or wrong (when DEXLITE_API_TOKEN is set)",
+                "content": {"application/problem+json": {
+                    "schema": {"$ref": "#/components/schemas/Problem"}}},
+            }
+            for path, operations in schema.get("paths", {}).items():
+                if path.startswith(PROTECTED_PREFIXES):
+                    for operation in operations.values():
+                        operation.setdefault("responses", {}).setdefault("401", unauthenticated)
             app.openapi_schema = schema
         return app.openapi_schema
 

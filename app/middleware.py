@@ -28,10 +28,6 @@ async def _send_problem(send: Send, status: int, code: str, detail: str,
     await send({"type": "http.response.body", "body": body})
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimitMiddleware:
     """Refuse bodies over ``limit`` bytes with 413: from Content-Length alone when present,
     otherwise while the body streams in."""
@@ -57,29 +53,26 @@ class BodyLimitMiddleware:
                                         f"{self.limit} bytes")
                     return
         seen = 0
-        started = False
+        responded = False
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, responded
             message = await receive()
-            if message["type"] == "http.request":
+            if message["type"] == "http.request" and not responded:
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge()
+                    # Answer now and tell the app the client left, so it stops reading.
+                    responded = True
+                    await _send_problem(send, 413, "PAYLOAD_TOO_LARGE",
+                                        f"request body exceeds the limit of {self.limit} bytes")
+                    return {"type": "http.disconnect"}
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        async def guarded_send(message: Message) -> None:
+            if not responded:
+                await send(message)
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await _send_problem(send, 413, "PAYLOAD_TOO_LARGE",
-                                    f"request body exceeds the limit of {self.limit} bytes")
+        await self.app(scope, limited_receive, guarded_send)
 
 
 class BearerAuthMiddleware:
