@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,6 +34,19 @@ def engine_config(settings: Settings) -> engine.EngineConfig:
     )
 
 
+def load_registry(path: str) -> engine.Registry:
+    """Import ``module:attribute`` and return the Registry it names (or that it returns)."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"registry {path!r} must look like 'module:attribute'")
+    found = getattr(importlib.import_module(module_name), attribute)
+    if callable(found) and not isinstance(found, engine.Registry):
+        found = found()
+    if not isinstance(found, engine.Registry):
+        raise TypeError(f"{path} is not an engine.Registry")
+    return found
+
+
 def create_app(
     settings: Settings | None = None, registry: engine.Registry | None = None
 ) -> FastAPI:
@@ -40,6 +54,8 @@ def create_app(
     Registry it serves the engine API for exactly those Flows (and the playground)."""
     settings = settings or Settings()
     routers = []
+    if registry is None and settings.registry:
+        registry = load_registry(settings.registry)
     if registry is None:
         from patterns import bundled_flows, bundled_routers
 

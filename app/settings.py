@@ -32,6 +32,11 @@ class Settings(BaseSettings):
     )
     step_threads: int = Field(32, ge=1, description="Threads for `def` Step handlers.")
     rpc_threads: int = Field(32, ge=1, description="Threads for `def` RPC handlers.")
+    registry: str | None = Field(
+        None,
+        description="Serve this Registry ('module:attribute', a Registry or a function returning "
+        "one) instead of the bundled examples.",
+    )
     lock_retry_seconds: float = Field(
         10.0, ge=0, description="How long example routes retry an RPC lock conflict."
     )
