@@ -106,7 +106,10 @@ def encode(value: Any) -> str:
 
 def decode(value_type: Any, text: str) -> Any:
     """Parse stored JSON text into a value of ``value_type``."""
-    data = json.loads(text)
+    if value_type is not Any and value_type is not object and BYTES_MARKER not in text:
+        # No bytes inside: pydantic parses and validates in one pass, in Rust.
+        return adapter_for(value_type).validate_json(text)
+    data = from_jsonable(json.loads(text))
     if value_type is Any or value_type is object:
-        return from_jsonable(data)
-    return adapter_for(value_type).validate_python(from_jsonable(data))
+        return data
+    return adapter_for(value_type).validate_python(data)
