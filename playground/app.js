@@ -1,0 +1,480 @@
+// The dexlite playground. It reads catalog.json, renders a form for the chosen example route,
+// sends the call with fetch, and shows the request as curl, the response, and the Flow's
+// Attributes and history. Plain ES module: no build step and no network beyond this app.
+//
+// Catalog format (catalog.json), so new examples need only a new entry and no code here:
+//   {version: 1, examples: [Example, ...]}
+//   Example  {id, kind: "pattern" | "primitive", title, description,
+//             flow: {flowIdParam, defaultFlowId, attributes: ["Name" or "Map/instance", ...]},
+//             routes: [Route, ...]}
+//   Route    {id, title, method, path, description, params: [Param, ...],
+//             nextPage?: {responseField, param}}
+//   Param    {name, in: "path" | "query" | "body", default, description?, required?,
+//             type?: "string" (default) | "integer" | "number" | "boolean" | "json"}
+// `path` may hold `{name}` placeholders filled from path params. `flow.flowIdParam` names the
+// param whose value is the Flow the state panel follows; `flow.attributes` lists the names it
+// reads (empty: every plain Attribute). `nextPage` says which response field holds the next
+// page token and which param it fills.
+
+const $ = (id) => document.getElementById(id);
+
+// The newest events are the interesting ones, but history is served oldest first in pages,
+// so the panel reads a bounded number of pages and shows the tail.
+const HISTORY_PAGE_SIZE = 1000;
+const HISTORY_MAX_PAGES = 10;
+const HISTORY_SHOWN = 50;
+
+const REASONS = {
+  200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request",
+  401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+  413: "Payload Too Large", 422: "Unprocessable Content", 429: "Too Many Requests",
+  500: "Internal Server Error", 503: "Service Unavailable", 504: "Gateway Timeout",
+};
+
+const state = {
+  examples: [],
+  example: null,
+  route: null,
+  // Edits are kept per route so that switching routes and back does not lose them.
+  values: new Map(),
+  // Each refresh gets a number; a slower, older refresh must not overwrite a newer one.
+  refreshSeq: 0,
+};
+
+const routeKey = (example, route) => `${example.id}/${route.id}`;
+
+function paramValues(example, route) {
+  const key = routeKey(example, route);
+  if (!state.values.has(key)) {
+    const defaults = {};
+    for (const p of route.params ?? []) defaults[p.name] = defaultText(p);
+    state.values.set(key, defaults);
+  }
+  return state.values.get(key);
+}
+
+function defaultText(param) {
+  const d = param.default;
+  // For a JSON param, null is a value worth sending, not an absent default.
+  if (param.type === "json") return d === undefined ? "" : JSON.stringify(d, null, 2);
+  if (d === undefined || d === null) return param.type === "boolean" ? false : "";
+  return param.type === "boolean" ? Boolean(d) : String(d);
+}
+
+// ---------- catalog and navigation ----------
+
+async function loadCatalog() {
+  const status = $("catalog-status");
+  try {
+    const res = await fetch("catalog.json", { cache: "no-cache" });
+    if (!res.ok) throw new Error(`catalog.json answered ${res.status}`);
+    const catalog = await res.json();
+    state.examples = catalog.examples ?? [];
+  } catch (err) {
+    status.textContent = `Could not load the catalog: ${err.message}`;
+    status.classList.add("error-text");
+    return;
+  }
+  status.textContent = "";
+  status.hidden = true;
+  renderCatalog();
+  selectFromHash(false);
+  window.addEventListener("hashchange", () => selectFromHash(true));
+}
+
+function renderCatalog() {
+  const root = $("examples");
+  root.replaceChildren();
+  for (const example of state.examples) {
+    const section = el("section", { class: "example" });
+    const head = el("h3", {}, example.title);
+    if (example.kind) head.append(" ", el("span", { class: "kind" }, example.kind));
+    section.append(head);
+    const list = el("ul", { class: "routes" });
+    for (const route of example.routes ?? []) {
+      const link = el("a", { href: `#${routeKey(example, route)}`, class: "route-link",
+                             "data-route": routeKey(example, route) });
+      link.append(methodBadge(route.method), el("span", { class: "route-title" }, route.title),
+                  el("span", { class: "route-path" }, route.path));
+      list.append(el("li", {}, link));
+    }
+    section.append(list);
+    root.append(section);
+  }
+}
+
+function methodBadge(method) {
+  return el("span", { class: `method m-${method.toLowerCase()}` }, method);
+}
+
+function selectFromHash(userAction) {
+  let hash = location.hash.slice(1);
+  try { hash = decodeURIComponent(hash); } catch { /* a hand-typed "%": use it as it is */ }
+  const [exampleId, routeId] = hash.split("/");
+  const known = state.examples.find((e) => e.id === exampleId);
+  // A hash that names no example (a hand-edited URL) keeps the current route, if there is one.
+  if (!known && state.route) return;
+  const example = known ?? state.examples[0];
+  if (!example) return;
+  const route = example.routes.find((r) => r.id === routeId) ?? example.routes[0];
+  selectRoute(example, route);
+  // On a narrow screen the form sits below the list; moving focus there brings it into view
+  // and tells a screen reader where the user went. Not on page load, where it would surprise.
+  if (userAction) $("call").focus();
+}
+
+function selectRoute(example, route) {
+  state.example = example;
+  state.route = route;
+  for (const link of document.querySelectorAll(".route-link")) {
+    if (link.dataset.route === routeKey(example, route)) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  $("route-example").textContent = example.title;
+  $("route-title").replaceChildren(methodBadge(route.method), " ", route.title);
+  $("route-description").textContent = route.description ?? "";
+  $("example-about").hidden = !example.description;
+  $("example-description").textContent = example.description ?? "";
+  renderFields();
+  $("route-form").hidden = false;
+  // A result belongs to the route that produced it; hide it rather than mislead.
+  $("request-card").hidden = true;
+  $("response-card").hidden = true;
+  refreshState();
+}
+
+// ---------- the form ----------
+
+function renderFields() {
+  const { example, route } = state;
+  const values = paramValues(example, route);
+  const fields = $("fields");
+  fields.replaceChildren();
+  if (!(route.params ?? []).length) {
+    fields.append(el("p", { class: "muted" }, "This route takes no parameters."));
+  }
+  for (const p of route.params ?? []) {
+    const id = `param-${p.name}`;
+    const field = el("div", { class: "field" });
+    const label = el("label", { for: id }, p.name, " ",
+                     el("span", { class: `where w-${p.in}` }, p.in));
+    if (p.required) label.append(" ", el("span", { class: "required" }, "required"));
+    let input;
+    if (p.type === "json") {
+      input = el("textarea", { id, rows: "4", spellcheck: "false" });
+      input.value = values[p.name];
+    } else if (p.type === "boolean") {
+      input = el("input", { id, type: "checkbox" });
+      input.checked = values[p.name];
+    } else {
+      input = el("input", { id, type: "text", spellcheck: "false", autocomplete: "off" });
+      if (p.type === "integer" || p.type === "number") input.inputMode = "decimal";
+      input.value = values[p.name];
+    }
+    input.name = p.name;
+    if (p.description) {
+      input.setAttribute("aria-describedby", `${id}-help`);
+    }
+    input.addEventListener("input", () => {
+      values[p.name] = input.type === "checkbox" ? input.checked : input.value;
+      if (p.name === example.flow?.flowIdParam) shareFlowId(input.value);
+    });
+    // The state panel follows the Flow ID field, so show the newly named Flow at once.
+    if (p.name === example.flow?.flowIdParam) input.addEventListener("change", refreshState);
+    field.append(label, input);
+    if (p.description) field.append(el("p", { id: `${id}-help`, class: "help" }, p.description));
+    fields.append(field);
+  }
+}
+
+// One example's routes act on one Flow: a Flow ID typed for start is the one register and
+// list should use too.
+function shareFlowId(value) {
+  const { example } = state;
+  const name = example.flow?.flowIdParam;
+  for (const route of example.routes) {
+    if ((route.params ?? []).some((p) => p.name === name)) paramValues(example, route)[name] = value;
+  }
+}
+
+function setParam(name, value) {
+  paramValues(state.example, state.route)[name] = value;
+  const input = $(`param-${name}`);
+  if (input) input.value = value;
+}
+
+// ---------- building and sending the request ----------
+
+// Turn the form into exactly what fetch sends, so the curl line cannot drift from it.
+function buildRequest(route, values, token) {
+  let path = route.path;
+  const query = new URLSearchParams();
+  let body;
+  for (const p of route.params ?? []) {
+    const value = values[p.name];
+    if (p.in === "path") {
+      path = path.replace(`{${p.name}}`, encodeURIComponent(value));
+    } else if (p.in === "query") {
+      // An empty optional query param is left out so the server applies its default.
+      if (value !== "" && value !== false) query.append(p.name, String(value));
+    } else if (p.in === "body") {
+      body ??= {};
+      body[p.name] = typed(p, value);
+    }
+  }
+  const qs = query.toString();
+  const url = `${location.origin}${path}${qs ? `?${qs}` : ""}`;
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (token) headers.Authorization = `Bearer ${token}`;
+  return {
+    method: route.method, url, headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  };
+}
+
+// Values that do not parse are sent as typed text: the server's 422 is the useful lesson.
+function typed(param, value) {
+  if (param.type === "integer" || param.type === "number") {
+    const n = Number(value);
+    return value.trim() !== "" && Number.isFinite(n) ? n : value;
+  }
+  if (param.type === "json") {
+    try { return JSON.parse(value); } catch { return value; }
+  }
+  return value;
+}
+
+// Single quotes keep the shell from expanding anything; a quote inside is closed, escaped and
+// reopened.
+const shellQuote = (s) => `'${String(s).replaceAll("'", `'\\''`)}'`;
+
+function curlLine(req) {
+  const parts = ["curl", "-i"];
+  if (req.method !== "GET") parts.push("-X", req.method);
+  parts.push(shellQuote(req.url));
+  for (const [name, value] of Object.entries(req.headers)) {
+    parts.push("-H", shellQuote(`${name}: ${value}`));
+  }
+  if (req.body !== undefined) parts.push("--data-raw", shellQuote(req.body));
+  return parts.join(" ");
+}
+
+async function send(event) {
+  event?.preventDefault();
+  const { example, route } = state;
+  const values = paramValues(example, route);
+  const req = buildRequest(route, values, $("token").value.trim());
+  $("curl").textContent = curlLine(req);
+  $("copy-status").textContent = "";
+  $("request-card").hidden = false;
+
+  // Clear the last result first, so an identical answer to a repeated call is still visibly new.
+  const button = $("send");
+  button.disabled = true;
+  $("response-card").setAttribute("aria-busy", "true");
+  $("status").className = "status";
+  $("status").textContent = "Sending…";
+  $("problem").hidden = true;
+  $("next-page-bar").hidden = true;
+  $("body").textContent = "";
+  $("response-card").hidden = false;
+  const started = performance.now();
+  try {
+    const res = await fetch(req.url, { method: req.method, headers: req.headers, body: req.body });
+    const text = await res.text();
+    renderResponse(route, res, text, Math.round(performance.now() - started));
+  } catch (err) {
+    renderNetworkError(err);
+  } finally {
+    button.disabled = false;
+    $("response-card").removeAttribute("aria-busy");
+  }
+  refreshState();
+}
+
+function renderResponse(route, res, text, ms) {
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { /* not JSON: shown as text */ }
+  const ok = res.ok;
+  const status = $("status");
+  status.className = `status ${ok ? "ok" : "err"}`;
+  status.textContent = `${res.status} ${res.statusText || REASONS[res.status] || ""}`.trim();
+  status.append(el("span", { class: "muted small-text" }, ` · ${ms} ms`));
+
+  // Errors are problem+json; their code and detail matter more than the rest of the body.
+  const isProblem = (res.headers.get("content-type") ?? "").includes("problem+json")
+    || (!ok && data && typeof data === "object" && "code" in data);
+  $("problem").hidden = !isProblem;
+  if (isProblem) {
+    $("problem-code").textContent = data?.code ?? `HTTP ${res.status}`;
+    $("problem-detail").textContent = data?.detail ?? data?.title ?? "";
+  }
+
+  $("body").textContent = data === null ? (text || "(empty body)") : JSON.stringify(data, null, 2);
+
+  const next = route.nextPage;
+  const token = ok && next && data ? data[next.responseField] : "";
+  $("next-page-bar").hidden = !(typeof token === "string" && token);
+  if (token) {
+    $("next-page-token").textContent = `${next.param}=${token}`;
+    $("next-page").onclick = () => { setParam(next.param, token); send(); };
+  }
+  $("response-card").hidden = false;
+}
+
+function renderNetworkError(err) {
+  const status = $("status");
+  status.className = "status err";
+  status.textContent = "No response";
+  $("problem").hidden = false;
+  $("problem-code").textContent = "NETWORK_ERROR";
+  $("problem-detail").textContent = `${err.message}. Is the server running?`;
+  $("body").textContent = "";
+  $("next-page-bar").hidden = true;
+  $("response-card").hidden = false;
+}
+
+async function copyCurl() {
+  const text = $("curl").textContent;
+  const note = $("copy-status");
+  try {
+    // The Clipboard API exists only in secure contexts (https or localhost).
+    await navigator.clipboard.writeText(text);
+    note.textContent = "Copied.";
+  } catch {
+    const range = document.createRange();
+    range.selectNodeContents($("curl"));
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    note.textContent = "Selected: press Ctrl+C (⌘C) to copy.";
+  }
+}
+
+// ---------- Flow state panel ----------
+
+function currentFlowId() {
+  const { example, route } = state;
+  const flow = example?.flow;
+  if (!flow) return "";
+  const value = paramValues(example, route)[flow.flowIdParam];
+  return (typeof value === "string" && value.trim()) || flow.defaultFlowId || "";
+}
+
+async function getJSON(path) {
+  const headers = { Accept: "application/json" };
+  const token = $("token").value.trim();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  try {
+    const res = await fetch(path, { headers });
+    const data = await res.json().catch(() => null);
+    return { ok: res.ok, status: res.status, data };
+  } catch (err) {
+    return { ok: false, status: 0, data: { code: "NETWORK_ERROR", detail: err.message } };
+  }
+}
+
+async function loadHistory(flowId) {
+  const events = [];
+  let pageToken = "";
+  for (let page = 0; page < HISTORY_MAX_PAGES; page++) {
+    const qs = new URLSearchParams({ pageSize: String(HISTORY_PAGE_SIZE) });
+    if (pageToken) qs.set("pageToken", pageToken);
+    const res = await getJSON(`/api/v1/flows/${encodeURIComponent(flowId)}/history?${qs}`);
+    if (!res.ok) return { ...res, events };
+    events.push(...(res.data.events ?? []));
+    pageToken = res.data.nextPageToken;
+    if (!pageToken) return { ok: true, events, complete: true };
+  }
+  return { ok: true, events, complete: false };
+}
+
+function problemNote(res) {
+  if (res.status === 404) return "No Flow with this ID yet. Run the example's start route.";
+  const d = res.data ?? {};
+  return `${res.status || "No response"} ${d.code ?? ""}: ${d.detail ?? ""}`;
+}
+
+async function refreshState() {
+  const seq = ++state.refreshSeq;
+  const flowId = currentFlowId();
+  $("state-flow-id").textContent = flowId || "—";
+  if (!flowId) {
+    // An example without a Flow must not keep showing the previous example's state.
+    $("attributes-note").textContent = "This example names no Flow.";
+    $("attributes").parentElement.hidden = true;
+    $("history-note").textContent = "";
+    $("history").replaceChildren();
+    return;
+  }
+  const names = new URLSearchParams();
+  for (const name of state.example.flow.attributes ?? []) names.append("name", name);
+  const [attrs, history] = await Promise.all([
+    getJSON(`/api/v1/flows/${encodeURIComponent(flowId)}/attributes?${names}`),
+    loadHistory(flowId),
+  ]);
+  if (seq !== state.refreshSeq) return;
+
+  // Unset Attributes are absent from values, so an empty object needs saying in words.
+  const empty = attrs.ok && !Object.keys(attrs.data.values ?? {}).length;
+  $("attributes-note").textContent = !attrs.ok ? problemNote(attrs)
+    : `Run ID ${attrs.data.runId}${empty ? ". No Attribute is set yet." : ""}`;
+  $("attributes").textContent = attrs.ok ? JSON.stringify(attrs.data.values, null, 2) : "";
+  $("attributes").parentElement.hidden = !attrs.ok;
+
+  const list = $("history");
+  list.replaceChildren();
+  if (!history.ok) {
+    $("history-note").textContent = problemNote(history);
+    return;
+  }
+  const shown = history.events.slice(-HISTORY_SHOWN).reverse();
+  const total = `${history.events.length}${history.complete ? "" : "+"}`;
+  $("history-note").textContent = shown.length < history.events.length || !history.complete
+    ? `Showing ${shown.length} of ${total} events.`
+    : `${shown.length} event${shown.length === 1 ? "" : "s"}.`;
+  for (const ev of shown) {
+    const item = el("li", { class: "event" },
+      el("span", { class: "ev-id" }, `#${ev.eventId}`),
+      el("span", { class: "ev-type" }, ev.eventType),
+      el("time", { datetime: ev.at, title: ev.at }, timeOf(ev.at)));
+    if (ev.details && Object.keys(ev.details).length) {
+      item.append(el("code", { class: "ev-details" }, JSON.stringify(ev.details)));
+    }
+    list.append(item);
+  }
+}
+
+// Show wall-clock time to the millisecond; the full timestamp is in the tooltip.
+function timeOf(iso) {
+  const match = /T(\d\d:\d\d:\d\d(?:\.\d{1,3})?)/.exec(iso ?? "");
+  return match ? match[1] : String(iso);
+}
+
+// ---------- small DOM helper ----------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+  // Text goes in as text nodes, never as HTML, because it comes from responses.
+  node.append(...children);
+  return node;
+}
+
+// The skip link moves focus without touching the hash, which names the selected route.
+document.querySelector(".skip").addEventListener("click", (event) => {
+  event.preventDefault();
+  $("call").focus();
+});
+$("route-form").addEventListener("submit", send);
+$("reset").addEventListener("click", () => {
+  state.values.delete(routeKey(state.example, state.route));
+  renderFields();
+  const flowParam = state.example.flow?.flowIdParam;
+  const fresh = paramValues(state.example, state.route)[flowParam];
+  if (fresh !== undefined) shareFlowId(fresh);
+  refreshState();
+});
+$("copy").addEventListener("click", copyCurl);
+$("refresh").addEventListener("click", refreshState);
+loadCatalog();
