@@ -48,7 +48,11 @@ def to_jsonable(value: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [to_jsonable(v) for v in value]
-    if isinstance(value, datetime | date | time):
+    if isinstance(value, datetime):
+        # The same form pydantic's JSON gives, so stored and returned times read alike.
+        text = value.isoformat()
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    if isinstance(value, date | time):
         return value.isoformat()
     if isinstance(value, UUID):
         return str(value)

@@ -435,15 +435,16 @@ class Engine:
         if run is None:
             raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
                                     operation="getFlowHistory")
-        after = _decode_history_token(page_token, run.run_id)
+        after, seen = _decode_history_token(page_token, run.run_id)
         rows = await reads.history(self._db.reader(), run.run_id, after, page_size + 1)
         more = len(rows) > page_size
         rows = rows[:page_size]
+        # Events are numbered 1, 2, ... within their run, as Temporal and Dex users expect.
         events = [
-            HistoryEvent(event_id, kind, _time(at) or datetime.now(UTC), json.loads(details))
-            for event_id, kind, at, details in rows
+            HistoryEvent(seen + n, kind, _time(at) or datetime.now(UTC), json.loads(details))
+            for n, (_row_id, kind, at, details) in enumerate(rows, start=1)
         ]
-        token = _encode_history_token(run.run_id, rows[-1][0]) if more else ""
+        token = _encode_history_token(run.run_id, rows[-1][0], seen + len(rows)) if more else ""
         return HistoryPage(flow_id, run.run_id, events, token)
 
     def list_flow_types(self) -> list[dict[str, Any]]:
@@ -451,21 +452,23 @@ class Engine:
         return describe_registry(self.registry)
 
 
-def _encode_history_token(run_id: str, last_id: int) -> str:
-    raw = json.dumps({"r": run_id, "a": last_id}, separators=(",", ":")).encode()
+def _encode_history_token(run_id: str, last_id: int, seen: int) -> str:
+    raw = json.dumps({"r": run_id, "a": last_id, "n": seen}, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_history_token(token: str, run_id: str) -> int:
+def _decode_history_token(token: str, run_id: str) -> tuple[int, int]:
     if not token:
-        return 0
+        return 0, 0
     try:
         padded = token + "=" * (-len(token) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        after = data["a"]
-        if data["r"] != run_id or not isinstance(after, int) or isinstance(after, bool):
+        after, seen = data["a"], data["n"]
+        if data["r"] != run_id or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (after, seen)
+        ):
             raise ValueError
-        return after
+        return after, seen
     except (ValueError, KeyError, TypeError):
         raise InvalidPageTokenError(
             "pageToken is malformed or belongs to another run", field="pageToken"

@@ -21,6 +21,7 @@ from engine import (
 from patterns.sequentially_chunked_attribute_map.flow import (
     CURRENT,
     ChunkedSubscriberFlow,
+    SubscriberArchiveState,
     GetSubscriberPageInput,
     RegisterSubscriberInput,
     SubscriberRecord,
@@ -81,6 +82,14 @@ class SubscribersPageResponse(_Wire):
     next_page_token: str
 
 
+def initial_attributes() -> dict[str, object]:
+    """Return the layout a new log starts with: sequence 1, no archive, an empty current."""
+    return {
+        FLOW.archive_state.name: SubscriberArchiveState(),
+        f"{FLOW.subscriber_chunks.name}/{CURRENT}": [],
+    }
+
+
 def _engine(request: Request) -> Engine:
     return request.app.state.engine  # type: ignore[no-any-return]
 
@@ -102,7 +111,10 @@ async def start(request: Request, response: Response,
     """Start the RPC-only subscriber Flow (no Flow timeout); 200 if it is already running."""
     eng = _engine(request)
     try:
-        result = await eng.start_flow(ChunkedSubscriberFlow, flow_id, None, StartFlowOptions())
+        result = await eng.start_flow(
+            ChunkedSubscriberFlow, flow_id, None,
+            StartFlowOptions(initial_attributes=initial_attributes()),
+        )
     except FlowAlreadyStartedError as exc:
         response.status_code = status.HTTP_200_OK
         return StartResponse(flow_id=flow_id, run_id=exc.run_id or "", started=False)

@@ -334,6 +334,8 @@ async def test_history_pages_oldest_first_with_an_opaque_token(make_client: Any)
                                  params={"pageSize": 10,
                                          "pageToken": first["nextPageToken"]})).json()
         assert [e["eventType"] for e in rest["events"]] == ["RPC_COMMITTED"] * 3
+        numbers = [e["eventId"] for e in first["events"] + rest["events"]]
+        assert numbers == [1, 2, 3, 4, 5]
         assert rest["nextPageToken"] == ""
         bad = await client.get("/api/v1/flows/l8/history", params={"pageToken": "garbage"})
         assert_problem(bad, 400, "INVALID_PAGE_TOKEN")

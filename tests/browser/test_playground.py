@@ -149,10 +149,9 @@ def test_start_register_and_list_show_real_responses_and_flow_state(page: Page) 
     status, again = send(page)
     assert (status, again["started"], again["runId"]) == (200, False, body["runId"])
 
-    # SubscriberArchiveState is first written by the first registration.
-    expect(page.locator("#attributes-note")).to_contain_text(
-        f"Run ID {body['runId']}. No Attribute is set yet."
-    )
+    # The start commits the log's initial layout: sequence 1, no archive yet.
+    expect(page.locator("#attributes-note")).to_contain_text(f"Run ID {body['runId']}")
+    expect(page.locator("#attributes")).to_contain_text('"nextSequence": 1')
     expect(page.locator("#history .ev-type")).to_have_text(["FLOW_STARTED"])
 
     page.get_by_role("link", name=re.compile("Register a subscriber")).click()

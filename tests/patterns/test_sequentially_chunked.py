@@ -59,12 +59,22 @@ async def test_before_start_register_and_pages_are_flow_not_active(make_client: 
     assert listed.status_code == 404
 
 
-async def test_an_empty_current_is_an_empty_page(make_client: Any) -> None:
+async def test_start_commits_the_initial_layout_and_an_empty_current_is_an_empty_page(
+    make_client: Any,
+) -> None:
     async with make_client() as client:
         await client.post(f"{BASE}/start")
         response = await page(client)
+        values = (await client.get(
+            f"/api/v1/flows/{FLOW_ID}/attributes",
+            params=[("name", "SubscriberArchiveState"), ("name", "SubscriberChunks/current")],
+        )).json()["values"]
     assert response.status_code == 200
     assert response.json() == {"subscribers": [], "nextPageToken": ""}
+    assert values == {
+        "SubscriberArchiveState": {"nextSequence": 1, "newestArchivedToken": ""},
+        "SubscriberChunks/current": [],
+    }
 
 
 async def test_register_validates_its_body(make_client: Any) -> None:
@@ -119,6 +129,7 @@ async def test_the_101st_registration_archives_current_in_the_same_commit(
         before = (await client.get(f"/api/v1/flows/{FLOW_ID}/attributes", params=names)).json()
         await register(client, 101)
         after = (await client.get(f"/api/v1/flows/{FLOW_ID}/attributes", params=names)).json()
+    assert before["values"]["SubscriberChunks/current"][0]["registeredAt"].endswith("Z")
     assert before["values"]["SubscriberArchiveState"] == {
         "nextSequence": 101, "newestArchivedToken": ""}
     assert len(before["values"]["SubscriberChunks/current"]) == 100
