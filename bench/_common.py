@@ -1,0 +1,271 @@
+"""Helpers shared by the scenarios: machine facts, percentiles, servers and wrk."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH_DIR = Path(__file__).resolve().parent
+LUA_DIR = BENCH_DIR / "lua"
+SERVER_START_TIMEOUT = 60.0
+SERVER_STOP_TIMEOUT = 15.0
+
+
+# -- machine ----------------------------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    """Return the CPU model name from /proc/cpuinfo ("unknown" when unreadable)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def wrk_path() -> str | None:
+    """Return the wrk executable, or None when it is not installed."""
+    return shutil.which("wrk")
+
+
+def machine() -> dict[str, Any]:
+    """Describe the machine the figures were measured on."""
+    wrk = wrk_path()
+    wrk_version = None
+    if wrk:
+        out = subprocess.run([wrk, "--version"], capture_output=True, text=True, timeout=10)
+        text = (out.stdout or out.stderr).strip()
+        wrk_version = text.splitlines()[0] if text else None
+    return {
+        "nproc": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": cpu_model(),
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "wrk": wrk_version,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def print_machine(info: Mapping[str, Any]) -> None:
+    """Print the machine block that heads every run."""
+    print("machine")
+    print(f"  nproc        {info['nproc']} (usable by this process: {info['usable_cpus']})")
+    print(f"  cpu          {info['cpu_model']}")
+    print(f"  python       {info['python']}")
+    print(f"  sqlite       {info['sqlite']}")
+    print(f"  platform     {info['platform']}")
+    print(f"  wrk          {info['wrk'] or 'not installed'}")
+    load = " ".join(f"{x:.2f}" for x in info["load_average"])
+    print(f"  load average {load} (1, 5, 15 min; other work on the machine adds noise)")
+
+
+# -- numbers ----------------------------------------------------------------------------------
+
+
+def percentile(samples: Sequence[float], pct: float) -> float:
+    """Return the ``pct`` percentile of ``samples`` (nearest rank; NaN when empty)."""
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def latency_summary(seconds: Sequence[float]) -> dict[str, Any]:
+    """Return count, p50, p99, mean and max of latencies given in seconds, in milliseconds."""
+    ms = [s * 1000 for s in seconds]
+    return {
+        "count": len(ms),
+        "p50_ms": round(percentile(ms, 50), 3),
+        "p99_ms": round(percentile(ms, 99), 3),
+        "mean_ms": round(sum(ms) / len(ms), 3) if ms else float("nan"),
+        "max_ms": round(max(ms), 3) if ms else float("nan"),
+    }
+
+
+def ratio(a: float, b: float) -> float:
+    """Return a / b rounded for printing (NaN when b is zero)."""
+    return round(a / b, 2) if b else float("nan")
+
+
+def heading(title: str) -> None:
+    """Print a scenario heading."""
+    print()
+    print(f"== {title} " + "=" * max(0, 76 - len(title)))
+
+
+# -- servers ----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago (bind to port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def temp_dir(prefix: str) -> Iterator[Path]:
+    """Yield a temporary directory removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=f"dexlite-bench-{prefix}-") as tmp:
+        yield Path(tmp)
+
+
+def dexlite_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """Return the environment of a server on a temp database and blob directory in ``tmp``."""
+    env = dict(os.environ)
+    env.update({
+        "DEXLITE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/x.db",
+        "DEXLITE_BLOB_DIR": str(tmp / "blobs"),
+        "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+    })
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Server:
+    """A uvicorn process this run started."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        """Return the base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, lines: int = 30) -> str:
+        """Return the end of the server's output."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@contextlib.contextmanager
+def server(factory: str, env: Mapping[str, str], log_dir: Path,
+           ready_path: str = "/healthz") -> Iterator[Server]:
+    """Start ``uvicorn --factory <factory>`` on a free 127.0.0.1 port; always stop it.
+
+    The server is the venv's (this) interpreter running uvicorn with warning-level logs.
+    """
+    port = free_port()
+    log_path = log_dir / f"server-{port}.log"
+    cmd = [sys.executable, "-m", "uvicorn", "--factory", factory, "--host", "127.0.0.1",
+           "--port", str(port), "--log-level", "warning"]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(cmd, cwd=REPO, env=dict(env), stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    srv = Server(process, port, log_path)
+    try:
+        _wait_ready(srv, ready_path)
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+def _wait_ready(srv: Server, path: str) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if srv.process.poll() is not None:
+                raise RuntimeError(
+                    f"server exited with {srv.process.returncode}:\n{srv.log_tail()}"
+                )
+            with contextlib.suppress(httpx.TransportError):
+                if client.get(srv.url + path).status_code == 200:
+                    return
+            time.sleep(0.1)
+    raise RuntimeError(f"server not ready within {SERVER_START_TIMEOUT:g} s:\n{srv.log_tail()}")
+
+
+def stop_server(srv: Server) -> None:
+    """Stop the server this run started: SIGINT for a graceful shutdown, then SIGKILL."""
+    process = srv.process
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGINT)
+    try:
+        process.wait(SERVER_STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        process.wait(SERVER_STOP_TIMEOUT)
+
+
+# -- wrk --------------------------------------------------------------------------------------
+
+WRK_MARKER = "WRKJSON "
+
+
+def run_wrk(url: str, script: Path, *, threads: int, connections: int, seconds: int,
+            env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run wrk with a Lua script whose ``done`` prints one ``WRKJSON {...}`` line.
+
+    Returns that JSON (requests, statuses, latency percentiles in microseconds, ...) plus
+    ``requests_per_second`` computed from it.
+    """
+    wrk = wrk_path()
+    assert wrk is not None
+    cmd = [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
+           "-s", str(script), url]
+    run_env = dict(os.environ)
+    run_env.update(env or {})
+    out = subprocess.run(cmd, capture_output=True, text=True, env=run_env,
+                         timeout=seconds + 60)
+    for line in out.stdout.splitlines():
+        if line.startswith(WRK_MARKER):
+            data: dict[str, Any] = json.loads(line[len(WRK_MARKER):])
+            break
+    else:
+        raise RuntimeError(f"wrk printed no result (rc {out.returncode}):\n{out.stdout}\n"
+                           f"{out.stderr}")
+    duration = data["duration_us"] / 1e6
+    data["requests_per_second"] = round(data["requests"] / duration, 1) if duration else 0.0
+    data["ok_per_second"] = round(data["ok"] / duration, 1) if duration else 0.0
+    data["command"] = " ".join(cmd[:-3] + [script.name])
+    data["url"] = url
+    return data
+
+
+def wrk_missing_note() -> str:
+    """Return how to install wrk."""
+    return ("wrk is not installed; install it with `apt-get install -y wrk` (Debian). Falling "
+            "back to an asyncio httpx load: the Python client saturates before the server, so "
+            "these figures understate the server.")
+
+
+def print_wrk(label: str, data: Mapping[str, Any]) -> None:
+    """Print one wrk run."""
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(data.get("statuses", {}).items()))
+    print(f"  {label}")
+    print(f"    {data['requests_per_second']:>10,.1f} req/s   ({data['requests']} requests in "
+          f"{data['duration_us'] / 1e6:.1f} s; 2xx/s {data['ok_per_second']:,.1f})")
+    p90 = f"p90 {data['p90_us'] / 1000:.2f} ms  " if "p90_us" in data else ""
+    print(f"    latency p50 {data['p50_us'] / 1000:.2f} ms  {p90}p99 {data['p99_us'] / 1000:.2f} ms"
+          f"  max {data['max_us'] / 1000:.2f} ms")
+    print(f"    statuses    {statuses or '-'}   socket errors {data.get('socket_errors', 0)}")
