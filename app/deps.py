@@ -9,8 +9,8 @@ from fastapi import Depends, Request
 import engine
 
 
-def get_engine(request: Request) -> engine.Engine:
-    """Return the Engine the app's lifespan started."""
+async def get_engine(request: Request) -> engine.Engine:
+    """Return the Engine the app's lifespan started (async, so no threadpool hop)."""
     return request.app.state.engine  # type: ignore[no-any-return]
 
 

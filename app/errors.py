@@ -27,6 +27,7 @@ ERROR_TABLE: list[tuple[type[engine.EngineError], int, str]] = [
     (engine.FlowNotFoundError, 404, "FLOW_NOT_FOUND"),
     (engine.FlowNotActiveOrNotFoundError, 404, "FLOW_NOT_ACTIVE_OR_NOT_FOUND"),
     (engine.RPCNotFoundError, 404, "RPC_NOT_FOUND"),
+    (engine.StreamNotFoundError, 404, "STREAM_NOT_FOUND"),
     (engine.ChannelMessageNotFoundError, 404, "CHANNEL_MESSAGE_NOT_FOUND"),
     (PageNotFoundError, 404, "PAGE_NOT_FOUND"),
     (engine.FlowAlreadyStartedError, 409, "FLOW_ALREADY_STARTED"),
@@ -77,8 +78,10 @@ def engine_error_response(error: engine.EngineError) -> JSONResponse:
     status, code = status_and_code(error)
     headers = None
     extra: dict[str, Any] = {"field": error.field, "flowId": error.flow_id}
-    if isinstance(error, engine.RPCLockConflictError):
+    retryable = error.extra.get("retryable", True)
+    if isinstance(error, engine.RPCLockConflictError | engine.ResourceExhaustedError) and retryable:
         headers = {"Retry-After": str(LOCK_RETRY_AFTER_SECONDS)}
+    if isinstance(error, engine.RPCLockConflictError):
         extra["lockKey"] = error.key
     if isinstance(error, engine.InvalidQueryError):
         extra["position"] = error.position

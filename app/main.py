@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 import engine
 from app.errors import install_error_handlers
 from app.middleware import PROTECTED_PREFIXES, BearerAuthMiddleware, BodyLimitMiddleware
-from app.routes import flows, meta, state
+from app.routes import flows, meta, search, state, streams
 from app.schemas import Problem
 from app.settings import Settings
 
@@ -31,6 +31,18 @@ def engine_config(settings: Settings) -> engine.EngineConfig:
         step_threads=settings.step_threads,
         rpc_threads=settings.rpc_threads,
         sqlite_synchronous=settings.sqlite_synchronous,
+        streams=engine.StreamStoreConfig(
+            backend=settings.stream_store_backend,
+            default_capacity_bytes=settings.stream_default_capacity_bytes,
+            max_capacity_bytes=settings.stream_max_capacity_bytes,
+            max_message_bytes=settings.stream_max_message_bytes,
+            max_total_bytes=settings.stream_max_total_bytes,
+            message_overhead_bytes=settings.stream_message_overhead_bytes,
+            trim_trigger_ratio=settings.stream_trim_trigger_ratio,
+            trim_target_ratio=settings.stream_trim_target_ratio,
+            trim_workers=settings.stream_trim_workers,
+            max_read_messages=settings.stream_max_read_messages,
+        ),
     )
 
 
@@ -85,6 +97,8 @@ def create_app(
     install_error_handlers(app)
     app.include_router(flows.router)
     app.include_router(state.router)
+    app.include_router(streams.router)
+    app.include_router(search.router)
     app.include_router(meta.router)
     for router in routers:
         app.include_router(router)

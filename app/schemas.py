@@ -184,3 +184,79 @@ class HealthResponse(Wire):
     """Liveness or readiness."""
 
     status: str
+
+
+# -- Streams ------------------------------------------------------------------------------------
+
+
+class WriteStreamBody(Request):
+    """Append one message to a Stream as a client."""
+
+    source: str = Field(
+        description="Who wrote the message (non-empty; informational, may repeat, may "
+        "contain '#'). Step writes use '#<stepExecutionId>'."
+    )
+    value: Any = Field(description="The message, valid for the Stream's declared type.")
+
+
+class WriteStreamResponse(Wire):
+    """Where the written message is: pass the token to readStream to read what follows it."""
+
+    resume_token: str
+
+
+class StreamMessageResponse(Wire):
+    """One retained Stream message."""
+
+    value: Any
+    resume_token: str = Field(description="Opaque; pass it unchanged to read the next message.")
+    created_at: datetime
+    source: str
+
+
+class ReadStreamResponse(Wire):
+    """The next message, or null when none arrived before waitSeconds ended."""
+
+    message: StreamMessageResponse | None
+
+
+class ListStreamMessagesResponse(Wire):
+    """Retained messages, newest first; an empty nextPageToken marks the last page."""
+
+    messages: list[StreamMessageResponse]
+    next_page_token: str
+
+
+# -- SearchFlows and WaitForAttributeMatch ----------------------------------------------------
+
+
+class SearchFlowsResponse(Wire):
+    """A page of runs matching the query; an empty nextPageToken marks the last page."""
+
+    flows: list[FlowInfoResponse]
+    next_page_token: str = Field(
+        description="Opaque; pass it with the same query to read the next page."
+    )
+
+
+class AttributeMatchBody(Request):
+    """Wait until an Attribute (or one AttributeMap instance) compares true with a value."""
+
+    name: str = Field(min_length=1, max_length=256, description="Attribute or AttributeMap name.")
+    instance: str | None = Field(
+        None, min_length=1, max_length=256, description="The AttributeMap instance; omit for an "
+        "Attribute."
+    )
+    operator: engine.MatchOperator = Field(
+        engine.MatchOperator.EQ, description="EQ and NE for every scalar type; GT, GE, LT and LE "
+        "for int and double values only."
+    )
+    value: Any = Field(description="A string, number or boolean (not an object or a list).")
+    wait_seconds: float = Field(0, description="How long to wait for a match, 0 to 60 seconds.")
+
+
+class AttributeMatchResponse(Wire):
+    """Whether a commit made the comparison true before the wait ended, with the matched value."""
+
+    matched: bool
+    value: Any = Field(None, description="The matched current value; null when not matched.")

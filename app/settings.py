@@ -40,3 +40,49 @@ class Settings(BaseSettings):
     lock_retry_seconds: float = Field(
         10.0, ge=0, description="How long example routes retry an RPC lock conflict."
     )
+    # Streams live in this process's memory: their contents vanish when the server restarts.
+    stream_store_backend: Literal["memory", "disabled"] = Field(
+        "memory", description="'memory' keeps Stream messages in this process (lost on "
+        "restart); 'disabled' refuses client Stream writes and reads with FAILED_PRECONDITION "
+        "and drops Step writes.",
+    )
+    stream_default_capacity_bytes: int = Field(
+        8 * 1024 * 1024, ge=1,
+        description="Capacity of a Stream that declares no stream_capacity_bytes (8 MiB), "
+        "shared by every Flow ID of its Flow type.",
+    )
+    stream_max_capacity_bytes: int = Field(
+        64 * 1024 * 1024, ge=1,
+        description="Limit on one Stream's capacity (64 MiB); larger declarations are reduced.",
+    )
+    stream_max_message_bytes: int = Field(
+        1024 * 1024, ge=1, description="Limit on one message's serialized value (1 MiB)."
+    )
+    stream_max_total_bytes: int = Field(
+        256 * 1024 * 1024, ge=1,
+        description="Memory of all Streams of this server (256 MiB); past it the oldest "
+        "messages of the largest Streams are trimmed.",
+    )
+    stream_message_overhead_bytes: int = Field(
+        96, ge=0, description="Bytes added to each message's estimated size (96)."
+    )
+    stream_trim_trigger_ratio: float = Field(
+        0.9, gt=0, le=1,
+        description="Background trimming starts at this fraction of a Stream's capacity (0.9).",
+    )
+    stream_trim_target_ratio: float = Field(
+        0.7, gt=0, lt=1,
+        description="Trimming removes the oldest messages down to this fraction (0.7).",
+    )
+    stream_trim_workers: int = Field(
+        4, ge=1, description="Trim jobs running at once; one per Stream at a time (4)."
+    )
+    stream_max_read_messages: int = Field(
+        1000, ge=1, description="Largest pageSize of listStreamMessages (1000)."
+    )
+    stream_events_max_seconds: float = Field(
+        60.0, gt=0,
+        description="A Stream events (SSE) response ends after this long (60 s); EventSource "
+        "reconnects with Last-Event-ID and resumes where it stopped, and shutdown is not held "
+        "up by open streams for longer than this.",
+    )

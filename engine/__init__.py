@@ -33,14 +33,22 @@ from engine.errors import (
     RPCTimeoutError,
 )
 from engine.flow import Flow, RPCResult, rpc
-from engine.options import IdReusePolicy, RPCInvokeOptions, StartFlowOptions, StopType
+from engine.options import (
+    IdReusePolicy,
+    MatchOperator,
+    RPCInvokeOptions,
+    StartFlowOptions,
+    StopType,
+)
 from engine.registry import Registry
 from engine.results import (
+    AttributeMatch,
     AttributeValues,
     FlowInfo,
     FlowResult,
     HistoryEvent,
     HistoryPage,
+    SearchPage,
     StartFlowResult,
     StepCompletion,
 )
@@ -58,6 +66,17 @@ from engine.step import (
     go_to_many,
     graceful_complete,
 )
+from engine.stream import (
+    BufferedTextWriter,
+    Heartbeat,
+    StepOutput,
+    Stream,
+    StreamMessage,
+    StreamMessagePage,
+    StreamNotFoundError,
+    StreamStoreConfig,
+    StreamWrite,
+)
 from engine.timer import Timer
 from engine.values import to_json_data
 from engine.wait import Wait
@@ -69,7 +88,9 @@ __all__ = [
     "AttributeMap",
     "AttributeMapLoad",
     "AttributeMapNotLoadedError",
+    "AttributeMatch",
     "AttributeValues",
+    "BufferedTextWriter",
     "ChannelMessageNotFoundError",
     "ChannelMessagesNotLoadedError",
     "Clock",
@@ -86,6 +107,7 @@ __all__ = [
     "FlowNotFoundError",
     "FlowResult",
     "FlowTypeNotFoundError",
+    "Heartbeat",
     "HistoryEvent",
     "HistoryPage",
     "IdReusePolicy",
@@ -95,6 +117,7 @@ __all__ = [
     "InvalidQueryError",
     "InvalidStepResultError",
     "ManualClock",
+    "MatchOperator",
     "RPCHandlerError",
     "RPCInvokeOptions",
     "RPCLockConflictError",
@@ -104,6 +127,7 @@ __all__ = [
     "Registry",
     "ResourceExhaustedError",
     "RetryPolicy",
+    "SearchPage",
     "StartFlowOptions",
     "StartFlowResult",
     "Step",
@@ -112,7 +136,14 @@ __all__ = [
     "StepList",
     "StepMovement",
     "StepOptions",
+    "StepOutput",
     "StopType",
+    "Stream",
+    "StreamMessage",
+    "StreamMessagePage",
+    "StreamNotFoundError",
+    "StreamStoreConfig",
+    "StreamWrite",
     "Timer",
     "Wait",
     "dead_end",

@@ -10,7 +10,9 @@ from engine import _codec
 from engine.errors import AttributeMapNotLoadedError, DefinitionError, StepCanceled
 
 if TYPE_CHECKING:
+    from engine._streams import StepIO
     from engine.attribute import _State
+    from engine.stream import Heartbeat
 
 _UNSET = object()
 
@@ -52,6 +54,9 @@ class Context:
         self._loaded_instances = loaded_instances
         self._writes: dict[tuple[str, str], Any] = {}
         self._cancel = threading.Event()
+        # Set by the scheduler for Step invocations: Stream writes and heartbeats go out at
+        # once through it. RPCs have none, so they cannot write Streams through a Context.
+        self.step_io: StepIO | None = None
 
     # -- cancellation -------------------------------------------------------------------------
 
@@ -62,6 +67,20 @@ class Context:
     def request_cancellation(self) -> None:
         """Ask the invocation to stop; later staging calls raise StepCanceled."""
         self._cancel.set()
+
+    def heartbeat(self, details: Any = None) -> Heartbeat:
+        """Record an explicit heartbeat of this Step invocation with ``details``.
+
+        It is recorded at once; a sync generator Step may also yield the returned value. Stream
+        writes are implicit heartbeats that keep the last explicit ``details``.
+        """
+        from engine.stream import Heartbeat
+
+        if self.step_io is None:
+            raise DefinitionError("only Step invocations heartbeat; this Context is an RPC's")
+        beat = Heartbeat(details)
+        self.step_io.deliver(beat)
+        return beat
 
     # -- state access used by Attribute and AttributeMap --------------------------------------
 

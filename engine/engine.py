@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import base64
 import json
 from collections.abc import Iterable, Mapping
@@ -11,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine import _codec
+from engine._runtime.matches import wait_for_match
 from engine._runtime.rpcs import RPCExecutor
 from engine._runtime.runtime import Runtime, new_id, state_key
 from engine._runtime.scheduler import Scheduler, recover
@@ -25,6 +27,8 @@ from engine._storage.records import (
     TERMINATED,
     NewStep,
 )
+from engine._storage.search import queries as search
+from engine._streams import StreamService
 from engine.attribute import _State
 from engine.clock import Clock, to_micros
 from engine.errors import (
@@ -34,17 +38,26 @@ from engine.errors import (
     InvalidPageTokenError,
 )
 from engine.flow import RPC_MARKER, Flow, RPCDefinition
-from engine.options import IdReusePolicy, RPCInvokeOptions, StartFlowOptions, StopType
+from engine.options import (
+    IdReusePolicy,
+    MatchOperator,
+    RPCInvokeOptions,
+    StartFlowOptions,
+    StopType,
+)
 from engine.registry import FlowSpec, Registry, describe_registry
 from engine.results import (
+    AttributeMatch,
     AttributeValues,
     FlowInfo,
     FlowResult,
     HistoryEvent,
     HistoryPage,
+    SearchPage,
     StartFlowResult,
     StepCompletion,
 )
+from engine.stream import Stream, StreamMessage, StreamMessagePage, StreamStoreConfig
 
 MAX_ID_LENGTH = 256
 MAX_WAIT_SECONDS = 60.0
@@ -62,6 +75,7 @@ class EngineConfig:
     rpc_threads: int = 32
     sqlite_synchronous: str = "FULL"
     max_commit_batch: int = 128
+    streams: StreamStoreConfig = field(default_factory=StreamStoreConfig)
 
 
 def _check_id(value: Any, what: str) -> str:
@@ -99,6 +113,8 @@ class Engine:
         self._scheduler = Scheduler(self._rt)
         self._rt.scheduler = self._scheduler
         self._rpcs = RPCExecutor(self._rt, self.config.rpc_threads)
+        self._streams = StreamService(registry, self.config.streams, self.config.clock)
+        self._scheduler.streams = self._streams
         self._started = False
         self.recovered_steps = 0
 
@@ -116,6 +132,7 @@ class Engine:
         if not self._started:
             return
         self._started = False
+        self._streams.close()  # waiting Stream readers return now
         await self._scheduler.close()
         await self._rt.timers.stop()
         self._rpcs.close()
@@ -237,31 +254,70 @@ class Engine:
         return parsed
 
     async def describe_flow(self, flow_id: str, run_id: str | None = None) -> FlowInfo:
-        """Return the latest (or given) run of ``flow_id``."""
-        snapshot = await self._rt.snapshot(flow_id, run_id, names=self._indexed_names())
-        if snapshot is None:
+        """Return the latest (or given) run of ``flow_id`` with its search values."""
+        found = await search.load_flow_info(self._db.reader(), flow_id, run_id)
+        if found is None:
             raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
                                     operation="describeFlow")
-        run = snapshot.run
-        indexed: dict[str, Any] = {}
-        try:
-            spec = self.registry.spec(run.flow_type)
-        except Exception:
-            spec = None
-        if spec is not None:
-            texts = await self._rt.resolve_texts(flow_id, snapshot)
-            for (name, instance), text in texts.items():
-                state = spec.state(name)
-                if state is not None and state.index_key and not instance:
-                    indexed[state.index_key] = json.loads(text)
-        return FlowInfo(run.flow_id, run.run_id, run.flow_type, run.status,
-                        _time(run.started_at) or datetime.now(UTC), _time(run.closed_at), indexed)
+        return _flow_info(found)
 
-    def _indexed_names(self) -> list[str]:
-        names: set[str] = set()
-        for spec in self.registry.specs():
-            names.update(s.name for s in spec.states.values() if s.index and not s.is_map)
-        return sorted(names)
+    # -- search and matches ---------------------------------------------------------------------
+
+    async def search_flows(
+        self,
+        query: str = "",
+        page_size: int = 100,
+        page_token: str = "",
+        *,
+        flow_type: str | None = None,
+    ) -> SearchPage:
+        """Return one page of the runs (open and closed, every run of a Flow ID) matching
+        ``query``, newest first unless it says ``ORDER BY``.
+
+        Read-your-writes: index rows commit with their Attribute writes. ``flow_type`` confines
+        the search to one Flow type, combined with the parsed query so no filter can widen it.
+        Pass the returned ``next_page_token`` with the same query for the next page.
+        """
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or not (
+            1 <= page_size <= 1000
+        ):
+            raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
+        result = await search.search_runs(
+            self._db.reader(), query, self._index_key_types(), page_size=page_size,
+            page_token=page_token or "", flow_type=flow_type,
+        )
+        return SearchPage([_flow_info(found) for found in result.runs], result.next_page_token)
+
+    def _index_key_types(self) -> dict[str, str]:
+        return {
+            state.index_key: state.index.type.value
+            for spec in self.registry.specs()
+            for state in spec.states.values()
+            if state.index is not None and state.index_key is not None
+        }
+
+    async def wait_for_attribute_match(
+        self,
+        flow_id: str,
+        name: str,
+        operator: MatchOperator | str,
+        value: Any,
+        *,
+        instance: str | None = None,
+        wait_seconds: float = 0.0,
+    ) -> AttributeMatch:
+        """Wait up to ``wait_seconds`` (max 60) until an Attribute, or one AttributeMap
+        ``instance``, of the Flow's active run compares true with ``value``.
+
+        Returns the matched current value as soon as a commit makes the comparison true, or
+        ``matched=False`` when the wait ends first; a missing value never matches. GT, GE, LT
+        and LE compare int and double values only. Raises FlowNotActiveOrNotFoundError when the
+        Flow has no active run (or its run closes without a match).
+        """
+        _check_id(flow_id, "flowId")
+        return await wait_for_match(
+            self._rt, flow_id, name, operator, value, instance=instance, wait_seconds=wait_seconds
+        )
 
     async def wait_for_flow(
         self, flow_id: str, run_id: str | None = None, wait_seconds: float = 0.0
@@ -280,11 +336,14 @@ class Engine:
             if not run.is_running or remaining <= 0:
                 break
             event = self._rt.closed_event(run.run_id)
-            try:
-                await asyncio.wait_for(event.wait(), remaining)
-            except TimeoutError:
-                pass
+            # The run may have closed between the read and the event's creation: look again
+            # now that a close can no longer be missed.
             run_id = run.run_id
+            again = await reads.load_run(db, flow_id, run_id)
+            if again is not None and not again.is_running:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), remaining)
         completions = [
             StepCompletion(step_type, step_id, None if out is None else json.loads(out))
             for step_type, step_id, out in await reads.completions(db, run.run_id)
@@ -419,9 +478,75 @@ class Engine:
                 flow_id=flow_id, run_id=run.run_id, writes=writes, now=self._rt.now_us(),
                 closed_erase=erase,
             ))
+            self._rt.matches.notify(run.run_id, writes)
         finally:
             self._rt.locks.release(flow_id, owner)
         return flow_id, run.run_id
+
+    # -- Streams (best effort, in memory: contents vanish when the process restarts) -----------
+
+    def _stream(
+        self, stream: Stream[Any] | str, flow_type: type[Flow[Any]] | Flow[Any] | str | None
+    ) -> tuple[str, Stream[Any]]:
+        chosen = None if flow_type is None else self._spec_of(flow_type).flow_type
+        return self._streams.resolve(stream, chosen)
+
+    async def write_stream(
+        self,
+        flow_id: str,
+        stream: Stream[Any] | str,
+        value: Any,
+        *,
+        source: str,
+        flow_type: type[Flow[Any]] | Flow[Any] | str | None = None,
+    ) -> str:
+        """Append ``value`` to a Flow's Stream as a client and return its resume token.
+
+        Works whether or not the Flow exists or is still running. ``source`` must be
+        non-empty; it is informational and may repeat. Raises ResourceExhaustedError when the
+        Stream or the server is at capacity (trimming then makes room: retry shortly) and
+        FailedPreconditionError when the Stream Store is disabled.
+        """
+        kind, declared = self._stream(stream, flow_type)
+        _check_id(flow_id, "flowId")
+        return self._streams.write(kind, declared, flow_id, value, source)
+
+    async def read_stream(
+        self,
+        flow_id: str,
+        stream: Stream[Any] | str,
+        resume_token: str = "",
+        *,
+        wait_seconds: float = 0.0,
+        flow_type: type[Flow[Any]] | Flow[Any] | str | None = None,
+    ) -> StreamMessage[Any] | None:
+        """Return the message after ``resume_token``, waiting up to ``wait_seconds`` (max 60).
+
+        An empty token, or one older than the retained head, starts at the head. Returns None
+        when no message arrived before the wait ended.
+        """
+        kind, declared = self._stream(stream, flow_type)
+        _check_id(flow_id, "flowId")
+        return await self._streams.read(kind, declared, flow_id, resume_token, wait_seconds)
+
+    async def list_stream_messages(
+        self,
+        flow_id: str,
+        stream: Stream[Any] | str,
+        page_size: int = 100,
+        before_page_token: str = "",
+        *,
+        flow_type: type[Flow[Any]] | Flow[Any] | str | None = None,
+    ) -> StreamMessagePage[Any]:
+        """Return retained messages newest first, without waiting.
+
+        An empty token starts at the newest message; pass ``next_page_token`` unchanged for
+        the next older page (empty on the last page). ``page_size`` must be between 1 and
+        the store's ``max_read_messages`` (1000 by default).
+        """
+        kind, declared = self._stream(stream, flow_type)
+        _check_id(flow_id, "flowId")
+        return self._streams.list(kind, declared, flow_id, page_size, before_page_token)
 
     # -- history and registry -------------------------------------------------------------------
 
@@ -473,3 +598,9 @@ def _decode_history_token(token: str, run_id: str) -> tuple[int, int]:
         raise InvalidPageTokenError(
             "pageToken is malformed or belongs to another run", field="pageToken"
         ) from None
+
+
+def _flow_info(found: search.FoundRun) -> FlowInfo:
+    return FlowInfo(found.flow_id, found.run_id, found.flow_type, found.status,
+                    _time(found.started_at) or datetime.now(UTC), _time(found.closed_at),
+                    found.indexed)

@@ -57,3 +57,14 @@ class RPCInvokeOptions:
 
     load_attribute_map_instances: tuple[AttributeMapLoad, ...] = ()
     lock_attribute_map_instances: tuple[AttributeLock, ...] = ()
+
+
+class MatchOperator(enum.StrEnum):
+    """The comparison of a WaitForAttributeMatch call (GT, GE, LT, LE: int and double only)."""
+
+    EQ = "EQ"
+    NE = "NE"
+    GT = "GT"
+    GE = "GE"
+    LT = "LT"
+    LE = "LE"

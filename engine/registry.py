@@ -13,6 +13,7 @@ from engine.attribute import AttributeLock, AttributeMap, AttributeMapLoad, Inde
 from engine.errors import DefinitionError, FlowTypeNotFoundError, RPCNotFoundError
 from engine.flow import RPC_MARKER, Flow, RPCDefinition, resolve_rpc_types, resolve_type_hints
 from engine.step import Step, StepList, StepOptions, declared_wait_for
+from engine.stream import Stream, collect_streams
 
 _HARD_DELETE_REFUSED = (int, float, bool)
 _INDEX_VALUE_TYPES: dict[IndexType, tuple[Any, ...]] = {
@@ -49,6 +50,7 @@ class FlowSpec:
     rpcs: dict[str, RPCDefinition]
     input_type: Any = None
     step_classes: dict[type[Step[Any]], str] = field(default_factory=dict)
+    streams: dict[str, Stream[Any]] = field(default_factory=dict)
 
     def rpc(self, name: str) -> RPCDefinition:
         """Return the RPC called ``name`` or raise RPCNotFoundError."""
@@ -106,6 +108,7 @@ class Registry:
             raise DefinitionError(f"Registry takes Flow instances, got {flow!r}")
         flow_type = type(flow).flow_type()
         states = self._collect_states(flow, flow_type)
+        streams = collect_streams(flow, flow_type, states)
         self._check_indexes(flow_type, states)
         step_list = flow.get_steps()
         if not isinstance(step_list, StepList):
@@ -137,6 +140,7 @@ class Registry:
             rpcs=rpcs,
             input_type=steps[start].input_type if start else None,
             step_classes=step_classes,
+            streams=streams,
         )
 
     @staticmethod
@@ -149,6 +153,8 @@ class Registry:
                     seen_ids.add(id(value))
                     found.append(value)
         for value in flow.get_persistence_schema():
+            if isinstance(value, Stream):
+                continue  # collected by collect_streams
             if not isinstance(value, _State):
                 raise DefinitionError(
                     f"{flow_type}.get_persistence_schema() returned {value!r}, not state"
@@ -218,6 +224,11 @@ class Registry:
         if execute is Step.execute:
             raise DefinitionError(f"{name} must override execute(self, context, input)")
         input_type = _handler_input_type(execute, name + ".execute")
+        if inspect.isasyncgenfunction(execute):
+            raise DefinitionError(
+                f"{name}.execute is an async generator; write Streams with stream.write(ctx, v) "
+                "in an async def, or yield them from a plain def generator"
+            )
         wait_for = declared_wait_for(step)
         if wait_for is not None:
             _handler_input_type(type(step).wait_for, name + ".wait_for")  # type: ignore[attr-defined]
@@ -372,6 +383,14 @@ def describe_registry(registry: Registry) -> list[dict[str, Any]]:
                     },
                 }
                 for s in sorted(spec.states.values(), key=lambda s: s.name)
+            ],
+            "streams": [
+                {
+                    "name": st.name,
+                    "schema": _schema(st.value_type),
+                    "streamCapacityBytes": st.stream_capacity_bytes,
+                }
+                for st in sorted(spec.streams.values(), key=lambda st: st.name)
             ],
         })
     return described

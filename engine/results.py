@@ -77,3 +77,20 @@ class HistoryPage:
     run_id: str
     events: list[HistoryEvent]
     next_page_token: str
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """A page of SearchFlows results; an empty ``next_page_token`` marks the last page."""
+
+    flows: list[FlowInfo]
+    next_page_token: str
+
+
+@dataclass(frozen=True)
+class AttributeMatch:
+    """The outcome of WaitForAttributeMatch: the matched current value, or ``matched=False``
+    when the wait ended first."""
+
+    matched: bool
+    value: Any = None

@@ -137,7 +137,7 @@ class RPCExecutor:
                     run_id=snapshot.run.run_id, rpc_name=rpc_name, effects=effects,
                     now=self.rt.now_us(), flow_id=flow_id,
                 ))
-                self.rt.after_commit(commit, flow_id, flow_type)
+                self.rt.after_commit(commit, flow_id, flow_type, writes=effects.writes)
             return output
         finally:
             self.rt.locks.release(flow_id, owner)

@@ -11,10 +11,12 @@ from uuid6 import uuid7
 
 from engine import _codec
 from engine._runtime.locks import LockManager
+from engine._runtime.matches import MatchWaiters
 from engine._runtime.timers import TimerHandle, Timers
 from engine._storage import commits, reads
 from engine._storage.blobs import BlobStore
 from engine._storage.database import Database
+from engine._storage.indexes import index_write
 from engine._storage.records import (
     PHASE_EXECUTE,
     PHASE_WAIT_FOR,
@@ -65,6 +67,7 @@ class Runtime:
         self.clock = clock
         self.locks = LockManager()
         self.timers = Timers(clock)
+        self.matches = MatchWaiters()
         self.step_threads = step_threads
         self.scheduler: Scheduler | None = None
         self._closed_events: dict[str, asyncio.Event] = {}
@@ -141,9 +144,13 @@ class Runtime:
                 blob_ops.append((state_key(name, instance), text))
                 staged.append(AttributeWrite(name, instance, None, blob=text is not None))
             else:
-                staged.append(
-                    AttributeWrite(name, instance, None if value is None else _codec.encode(value))
+                # An indexed write carries its search value, committed with it.
+                index = None if state.index is None or state.index_key is None else index_write(
+                    state.index_key, state.index.type.value, value, state_key(name, instance)
                 )
+                staged.append(AttributeWrite(
+                    name, instance, None if value is None else _codec.encode(value), index=index
+                ))
         if blob_ops:
 
             def apply() -> None:
@@ -185,10 +192,18 @@ class Runtime:
 
     # -- after a commit -----------------------------------------------------------------------
 
-    def after_commit(self, result: CommitResult | None, flow_id: str, flow_type: str) -> None:
-        """Act on a commit: stop canceled attempts, start new Steps, wake run watchers."""
+    def after_commit(
+        self,
+        result: CommitResult | None,
+        flow_id: str,
+        flow_type: str,
+        writes: Iterable[AttributeWrite] = (),
+    ) -> None:
+        """Act on a commit: stop canceled attempts, start new Steps, wake run watchers and
+        WaitForAttributeMatch waiters (with the commit's Attribute ``writes``)."""
         if result is None:
             return
+        self.matches.notify(result.run_id, writes, closed=result.closed_status is not None)
         scheduler = self.scheduler
         assert scheduler is not None
         for step_id in result.canceled_step_ids:

@@ -30,6 +30,7 @@ from engine._storage.records import (
     NewStep,
     StepOutcome,
 )
+from engine._streams import StreamService, is_generator_handler, run_generator
 from engine.context import Context
 from engine.errors import InvalidStepResultError, StepCanceled
 from engine.registry import FlowSpec, StepSpec
@@ -71,6 +72,8 @@ class Scheduler:
         self._executor = ThreadPoolExecutor(
             max_workers=runtime.step_threads, thread_name_prefix="dexlite-step"
         )
+        # The Engine's Stream Store; Step invocations send their Stream writes through it.
+        self.streams: StreamService | None = None
 
     async def close(self) -> None:
         """Stop every attempt (they resume from durable state on the next start)."""
@@ -199,10 +202,19 @@ class Scheduler:
             self._schedule(step)
 
     async def _call(self, fn: Any, context: Context, value: Any) -> Any:
-        if asyncio.iscoroutinefunction(fn):
-            return await fn(context, value)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, context, value))
+        try:
+            if asyncio.iscoroutinefunction(fn):
+                return await fn(context, value)
+            # A sync generator yields Stream writes and heartbeats; its return value is the
+            # handler's result.
+            target = (functools.partial(run_generator, fn, context, value)
+                      if is_generator_handler(fn) else functools.partial(fn, context, value))
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, target)
+        finally:
+            # Buffered Stream writers send their tail before the result or error commits.
+            if context.step_io is not None:
+                context.step_io.finish()
 
     async def _attempt(self, step: ActiveStep) -> None:
         spec, sspec = self._spec(step)
@@ -227,6 +239,12 @@ class Scheduler:
             step_execution_id=step.id, step_type=step.step_type, attempt=step.attempt,
         )
         step.context = context
+        if self.streams is not None:
+            handler = getattr(sspec.step, "wait_for" if waiting else "execute")
+            context.step_io = self.streams.step_io(
+                spec.streams, spec.flow_type, step.flow_id, step.id,
+                is_async=asyncio.iscoroutinefunction(handler),
+            )
         try:
             value = _codec.decode(sspec.input_type, step.input)
             if waiting:
@@ -269,6 +287,7 @@ class Scheduler:
             except StaleAttemptError:
                 self._forget(step)
                 return
+            self.rt.matches.notify(step.run_id, writes)
         # The wait_for locks are released; execute takes its own when handed out.
         self.rt.locks.release(step.flow_id, step.id)
         step.holds_locks = False
@@ -305,7 +324,7 @@ class Scheduler:
             self._forget(step)
             return
         self._forget(step)
-        self.rt.after_commit(result, step.flow_id, step.flow_type)
+        self.rt.after_commit(result, step.flow_id, step.flow_type, writes=effects.writes)
 
     async def _fail(self, step: ActiveStep, spec: FlowSpec, sspec: StepSpec, exc: Exception) -> None:
         error_type, message = type(exc).__name__, str(exc)

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
 
 from engine._storage import tables as t
+from engine._storage.indexes import apply_index_writes
 from engine._storage.records import (
     COMPLETED,
     FAILED,
@@ -51,7 +52,8 @@ def _dialect_insert(conn: Connection) -> Any:
 
 
 def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite], now: int) -> None:
-    """Upsert or delete Attribute rows; the last write to a key wins."""
+    """Upsert or delete Attribute rows (and their index rows); the last write to a key wins."""
+    writes = list(writes)
     latest: dict[tuple[str, str], AttributeWrite] = {}
     for w in writes:
         latest[(w.name, w.instance)] = w
@@ -86,6 +88,8 @@ def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite]
             ),
             deletes,
         )
+    # Index rows commit in this same transaction, so search reads its own writes.
+    apply_index_writes(conn, run_id, writes)
 
 
 def add_history(

@@ -22,13 +22,35 @@ PHASE_EXECUTE = "EXECUTE"
 
 
 @dataclass(frozen=True)
+class IndexWrite:
+    """The search value an indexed Attribute write sets under ``key``; ``value`` None removes it.
+
+    ``value`` is the JSON shown in FlowInfo; the typed fields are what queries compare: ``text``
+    (KEYWORD, FULL_TEXT), ``number`` (INT, BOOL as 0/1, DATETIME in microseconds), ``real``
+    (DOUBLE) and ``items`` (KEYWORD_ARRAY elements).
+    """
+
+    key: str
+    type: str
+    value: str | None
+    text: str | None = None
+    number: int | None = None
+    real: float | None = None
+    items: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class AttributeWrite:
-    """One staged write: ``value`` is JSON text, or None to delete; ``blob`` for hard-delete."""
+    """One staged write: ``value`` is JSON text, or None to delete; ``blob`` for hard-delete.
+
+    ``index`` is set when the Attribute is indexed: the search value the write sets or removes.
+    """
 
     name: str
     instance: str
     value: str | None
     blob: bool = False
+    index: IndexWrite | None = None
 
 
 @dataclass(frozen=True)

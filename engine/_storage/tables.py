@@ -6,8 +6,10 @@ same way. JSON values are stored as text; the engine decodes them with their dec
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Text
+from sqlalchemy import BigInteger, Column, Float, Index, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
+
+from engine._storage.search import fulltext
 
 metadata = SQLModel.metadata
 
@@ -29,6 +31,8 @@ class RunRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_runs_flow_started", "flow_id", "started_at"),
         Index("ix_runs_status", "status"),
+        # SearchFlows' default order (StartTime desc, then run ID).
+        Index("ix_runs_started", "started_at", "run_id"),
     )
 
     run_id: str = Field(primary_key=True)
@@ -97,8 +101,61 @@ class HistoryRow(SQLModel, table=True):
     details: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class SearchValueRow(SQLModel, table=True):
+    """The current search value of one index key of a run (an indexed AttributeMap has one).
+
+    ``value`` is the JSON shown in FlowInfo.indexedAttributes; the typed columns are what
+    queries compare: ``text_value`` (KEYWORD), ``int_value`` (INT, BOOL as 0/1, DATETIME in
+    microseconds), ``real_value`` (DOUBLE). KEYWORD_ARRAY elements and FULL_TEXT text live in
+    the two tables below.
+    """
+
+    __tablename__ = "search_values"
+    __table_args__ = (
+        Index("ix_search_values_text", "key", "type", "text_value", "run_id"),
+        Index("ix_search_values_int", "key", "type", "int_value", "run_id"),
+        Index("ix_search_values_real", "key", "type", "real_value", "run_id"),
+    )
+
+    run_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    type: str
+    value: str = Field(sa_column=Column(Text, nullable=False))
+    text_value: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    int_value: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    real_value: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+
+
+class SearchKeywordRow(SQLModel, table=True):
+    """One distinct element of a run's KEYWORD_ARRAY search value."""
+
+    __tablename__ = "search_keywords"
+    __table_args__ = (Index("ix_search_keywords_value", "key", "value", "run_id"),)
+
+    run_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    value: str = Field(primary_key=True)
+
+
+class SearchTextRow(SQLModel, table=True):
+    """The text of a run's FULL_TEXT search value; ``search.fulltext`` indexes it by token."""
+
+    __tablename__ = "search_texts"
+    __table_args__ = (UniqueConstraint("run_id", "key", name="uq_search_texts_run_key"),)
+
+    # An explicit integer key: the full-text index refers to rows by it, so it must be stable.
+    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True))
+    run_id: str
+    key: str
+    body: str = Field(sa_column=Column(Text, nullable=False))
+
+
 flows = FlowRow.__table__  # type: ignore[attr-defined]
 runs = RunRow.__table__  # type: ignore[attr-defined]
 attributes = AttributeRow.__table__  # type: ignore[attr-defined]
 step_executions = StepExecutionRow.__table__  # type: ignore[attr-defined]
 history = HistoryRow.__table__  # type: ignore[attr-defined]
+search_values = SearchValueRow.__table__  # type: ignore[attr-defined]
+search_keywords = SearchKeywordRow.__table__  # type: ignore[attr-defined]
+search_texts = SearchTextRow.__table__  # type: ignore[attr-defined]
+fulltext.attach(search_texts)

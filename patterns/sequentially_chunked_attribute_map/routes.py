@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import weakref
 from datetime import datetime
 from typing import Annotated
 
@@ -136,18 +137,46 @@ async def register(body: RegisterBody, request: Request,
     budget = request.app.state.settings.lock_retry_seconds
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget
-    backoff = FIRST_BACKOFF_SECONDS
     payload = RegisterSubscriberInput(email=body.email, name=body.name)
-    while True:
-        try:
-            record = await eng.invoke_rpc(FLOW.register_subscriber, flow_id, payload)
-            return _record(record)
-        except RPCLockConflictError:
-            if loop.time() + backoff > deadline:
-                raise
-            # Full jitter keeps concurrent callers from retrying in lock-step.
-            await asyncio.sleep(random.uniform(0, backoff))
-            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+    # Callers in this process line up in arrival order, so the lock passes straight from one
+    # to the next instead of going to whoever retries at the right instant. Conflicts with
+    # holders elsewhere (another process, another RPC) are still retried with backoff.
+    turn = _arrival_queue(request, flow_id)
+    try:
+        async with asyncio.timeout_at(deadline):
+            await turn.acquire()
+    except TimeoutError:
+        raise RPCLockConflictError(
+            f"{FLOW.archive_state.name}", "an RPC", flow_id=flow_id, operation="register"
+        ) from None
+    try:
+        backoff = FIRST_BACKOFF_SECONDS
+        while True:
+            try:
+                record = await eng.invoke_rpc(FLOW.register_subscriber, flow_id, payload)
+                return _record(record)
+            except RPCLockConflictError:
+                if loop.time() + backoff > deadline:
+                    raise
+                # Full jitter keeps concurrent callers from retrying in lock-step.
+                await asyncio.sleep(random.uniform(0, backoff))
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+    finally:
+        turn.release()
+
+
+def _arrival_queue(request: Request, flow_id: str) -> asyncio.Lock:
+    """Return this app's FIFO lock for registrations to ``flow_id`` (kept while in use)."""
+    queues: weakref.WeakValueDictionary[str, asyncio.Lock] | None = getattr(
+        request.app.state, "chunked_register_queues", None
+    )
+    if queues is None:
+        queues = weakref.WeakValueDictionary()
+        request.app.state.chunked_register_queues = queues
+    lock = queues.get(flow_id)
+    if lock is None:
+        lock = queues[flow_id] = asyncio.Lock()
+    return lock
 
 
 @router.get(

@@ -219,3 +219,15 @@ def test_rpc_timeout_must_be_positive() -> None:
             @rpc(timeout=timedelta(0))
             def r(self, context: Context) -> None:
                 return None
+
+
+def test_async_generator_step_handlers_are_rejected_at_registration() -> None:
+    class Generates(Step[None]):
+        async def execute(self, context: Context, input: None):  # type: ignore[no-untyped-def]
+            yield 1
+
+    class F(Flow[None]):
+        def get_steps(self) -> StepList[None]:
+            return StepList.start_step(Generates())
+
+    assert "is an async generator" in _registry_error(F())

@@ -1,0 +1,13 @@
+"""SearchFlows: the query language (grammar, parser, typed compiler to SQL) and page tokens.
+
+Kept free of imports so that ``tables`` can import :mod:`.fulltext` without pulling in the
+parser. The pieces:
+
+- ``grammar.lark`` and :mod:`.parser`: query text to a small syntax tree, with bounded length,
+  depth and size, and errors that carry the position and what was expected;
+- :mod:`.compiler`: the tree, checked against the types of the index keys, to one SQLAlchemy Core
+  condition on ``runs`` where every value is a bound parameter;
+- :mod:`.fulltext`: the only dialect-specific piece (SQLite FTS5 today);
+- :mod:`.paging`: opaque next-page tokens bound to their query;
+- :mod:`.queries`: the read statements (a page of runs with their indexed values).
+"""

@@ -1,0 +1,136 @@
+"""SearchFlows and FlowInfo reads. Each is one SQL statement, so a page of runs and their
+indexed values come from one committed state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import and_, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from engine._storage import tables as t
+from engine._storage.reads import _target_run
+from engine._storage.search import paging
+from engine._storage.search.compiler import Compiled, OrderKey, compile_query
+from engine._storage.search.parser import And, Compare, Literal, parse
+from engine.errors import InvalidArgumentError, InvalidQueryError
+
+
+@dataclass(frozen=True)
+class FoundRun:
+    """What FlowInfo shows of a run: identity, status, times (µs) and indexed values."""
+
+    run_id: str
+    flow_id: str
+    flow_type: str
+    status: str
+    started_at: int
+    closed_at: int | None
+    indexed: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One page of runs and the token of the next page ("" after the last)."""
+
+    runs: list[FoundRun]
+    next_page_token: str
+
+
+def prepare(text: str, key_types: dict[str, str], flow_type: str | None = None) -> Compiled:
+    """Parse and compile ``text``; with ``flow_type`` the filter is confined to that Flow type.
+
+    The scope is combined with the parsed filter as a tree (``FlowType = x AND (filter)``), so
+    no text of the caller's filter, balanced or not, can widen it. Results are cached: paging
+    repeats the same query, and compiled conditions hold only bound values.
+    """
+    if not isinstance(text, str):
+        raise InvalidQueryError("query must be a string", position=0, field="query")
+    if flow_type is not None and (not isinstance(flow_type, str) or not flow_type):
+        raise InvalidArgumentError("flow_type must be a non-empty string", field="flowType")
+    return _prepare(text, tuple(sorted(key_types.items())), flow_type)
+
+
+@lru_cache(maxsize=256)
+def _prepare(text: str, key_types: tuple[tuple[str, str], ...], flow_type: str | None) -> Compiled:
+    query = parse(text)
+    if flow_type is not None:
+        scope = Compare("FlowType", "=", Literal(flow_type, 0), 0)
+        where = scope if query.where is None else And((scope, query.where))
+        query = type(query)(where, query.order)
+    return compile_query(query, dict(key_types))
+
+
+async def search_runs(
+    db: AsyncEngine,
+    text: str,
+    key_types: dict[str, str],
+    *,
+    page_size: int,
+    page_token: str,
+    flow_type: str | None = None,
+) -> SearchResult:
+    """Return one page of the runs matching ``text``, in the query's order."""
+    compiled = prepare(text, key_types, flow_type)
+    digest = paging.query_digest(text, flow_type)
+    position = paging.decode_token(page_token, digest, compiled.order)
+    where = compiled.where
+    if position is not None:
+        where = and_(where, paging.after(compiled.order, position))
+    rows = await _page(db, where, compiled.order, page_size + 1)
+    more = len(rows) > page_size
+    rows = rows[:page_size]
+    token = paging.encode_token(digest, rows[-1][1]) if more else ""
+    return SearchResult([found for found, _ in rows], token)
+
+
+async def load_flow_info(db: AsyncEngine, flow_id: str, run_id: str | None) -> FoundRun | None:
+    """Return the given run (or the Flow's latest) with its indexed values."""
+    rows = await _page(db, t.runs.c.run_id == _target_run(flow_id, run_id), (), 1)
+    return rows[0][0] if rows else None
+
+
+_COLUMNS = ("run_id", "flow_id", "flow_type", "status", "started_at", "closed_at")
+
+
+async def _page(
+    db: AsyncEngine, where: Any, order: Sequence[OrderKey], limit: int
+) -> list[tuple[FoundRun, list[Any]]]:
+    """Select up to ``limit`` runs and join their indexed values, in one statement."""
+    keys = [k.expression.label(f"k{i}") for i, k in enumerate(order)]
+    page = (
+        select(*[t.runs.c[c] for c in _COLUMNS], *keys)
+        .where(where)
+        .order_by(*[k.expression.desc() if k.descending else k.expression.asc() for k in order])
+        .limit(limit)
+        .cte("page")
+    )
+    sv = t.search_values
+    query = (
+        select(page, sv.c.key.label("index_key"), sv.c.value.label("index_value"))
+        .select_from(page.outerjoin(sv, sv.c.run_id == page.c.run_id))
+    )
+    async with db.connect() as conn:
+        rows = (await conn.execute(query)).all()
+    found: dict[str, tuple[FoundRun, list[Any]]] = {}
+    for row in rows:
+        entry = found.get(row.run_id)
+        if entry is None:
+            run = FoundRun(row.run_id, row.flow_id, row.flow_type, row.status, row.started_at,
+                           row.closed_at, {})
+            entry = found[row.run_id] = (run, [getattr(row, f"k{i}") for i in range(len(order))])
+        if row.index_key is not None:
+            entry[0].indexed[row.index_key] = json.loads(row.index_value)
+    # The page is small: order it here rather than have SQL sort the joined rows again.
+    entries = list(found.values())
+    for i in reversed(range(len(order))):
+        entries.sort(key=lambda e: e[1][i], reverse=order[i].descending)
+    for run, _ in entries:  # indexedAttributes in key order, whatever order the join gave
+        items = sorted(run.indexed.items())
+        run.indexed.clear()
+        run.indexed.update(items)
+    return entries

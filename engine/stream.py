@@ -1,0 +1,339 @@
+"""Streams: best-effort progress messages a Step or a client appends and readers follow.
+
+A Stream is declared on a Flow like an Attribute, but its messages are not durable state: they
+live in the server's Stream Store (memory by default), are trimmed under capacity pressure and
+vanish when the process restarts. A Step write is sent at once, not staged with the Step's
+result, so a later failure of the Step does not take it back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from engine import _codec
+from engine.attribute import check_state_name
+from engine.errors import DefinitionError, EngineError, InvalidArgumentError, StepCanceled
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from engine._streams import StepIO
+    from engine.context import Context
+    from engine.flow import Flow
+
+T = TypeVar("T")
+
+log = logging.getLogger("dexlite.streams")
+
+#: How often the buffered text writer emits its batch, in seconds of the engine's clock.
+DEFAULT_FLUSH_INTERVAL_SECONDS = 1.0
+#: The buffered text writer emits its batch once it holds this many UTF-8 bytes (soft: a chunk
+#: is never split, so a batch may exceed it by one chunk).
+DEFAULT_FLUSH_THRESHOLD_BYTES = 16 * 1024
+
+
+class StreamNotFoundError(EngineError):
+    """The Flow type declares no Stream of that name."""
+
+
+class StepOutput:
+    """Something a Step invocation sends while it runs: a Stream write or a heartbeat.
+
+    Sync generator Steps yield these; ``async def`` Steps just make them (they are sent at
+    once). Delivering the same output twice sends it once.
+    """
+
+    __slots__ = ("_delivered",)
+
+    def __init__(self) -> None:
+        self._delivered = False
+
+
+class StreamWrite(StepOutput):
+    """One message a Step wrote to a Stream (already encoded as JSON text)."""
+
+    __slots__ = ("stream", "text")
+
+    def __init__(self, stream: Stream[Any], text: str) -> None:
+        super().__init__()
+        self.stream = stream
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"StreamWrite({self.stream.name!r}, {self.text[:40]!r})"
+
+
+class Heartbeat(StepOutput):
+    """An explicit heartbeat carrying ``details``; every Stream write is an implicit one that
+    keeps the last explicit ``details``."""
+
+    __slots__ = ("details",)
+
+    def __init__(self, details: Any = None) -> None:
+        super().__init__()
+        self.details = details
+
+    def __repr__(self) -> str:
+        return f"Heartbeat({self.details!r})"
+
+
+@dataclass(frozen=True)
+class StreamMessage(Generic[T]):
+    """One retained Stream message.
+
+    ``resume_token`` is opaque: pass it unchanged to ReadStream to read the next message.
+    ``source`` is ``#<stepExecutionId>`` for a Step write, the caller's string for a client's.
+    """
+
+    value: T
+    resume_token: str
+    created_at: datetime
+    source: str
+
+
+@dataclass(frozen=True)
+class StreamMessagePage(Generic[T]):
+    """A page of ListStreamMessages, newest first; an empty ``next_page_token`` ends the list."""
+
+    messages: list[StreamMessage[T]]
+    next_page_token: str
+
+
+@dataclass(frozen=True)
+class StreamStoreConfig:
+    """Where Stream messages live and how much of them a server keeps.
+
+    Sizes are estimates: a message counts its serialized value, its Flow ID, its source and
+    ``message_overhead_bytes``. Capacity is shared by every Flow ID of one (Flow type, Stream).
+    """
+
+    #: ``"memory"`` keeps messages in this process (lost on restart); ``"disabled"`` refuses
+    #: client writes and reads (FailedPreconditionError) and drops Step writes.
+    backend: str = "memory"
+    #: Capacity of a Stream that declares no ``stream_capacity_bytes``.
+    default_capacity_bytes: int = 8 * 1024 * 1024
+    #: Upper limit on one Stream's capacity; a larger declared capacity is reduced to it.
+    max_capacity_bytes: int = 64 * 1024 * 1024
+    #: Upper limit on one message's serialized value.
+    max_message_bytes: int = 1024 * 1024
+    #: Memory of all Streams of this server; past it the largest Streams are trimmed.
+    max_total_bytes: int = 256 * 1024 * 1024
+    #: Bytes added to every message's estimated size for bookkeeping.
+    message_overhead_bytes: int = 96
+    #: Background trimming starts when a Stream's usage reaches this fraction of its capacity...
+    trim_trigger_ratio: float = 0.9
+    #: ...and removes its oldest messages until usage is at most this fraction.
+    trim_target_ratio: float = 0.7
+    #: Trim jobs that may run at once (each Stream is trimmed by one job at a time).
+    trim_workers: int = 4
+    #: Largest page size ListStreamMessages accepts.
+    max_read_messages: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("memory", "disabled"):
+            raise InvalidArgumentError("stream store backend must be 'memory' or 'disabled'")
+        for name in ("default_capacity_bytes", "max_capacity_bytes", "max_message_bytes",
+                     "max_total_bytes", "trim_workers", "max_read_messages"):
+            if getattr(self, name) < 1:
+                raise InvalidArgumentError(f"stream store {name} must be at least 1")
+        if self.message_overhead_bytes < 0:
+            raise InvalidArgumentError("stream store message_overhead_bytes must be >= 0")
+        if not 0 < self.trim_target_ratio < self.trim_trigger_ratio <= 1:
+            raise InvalidArgumentError(
+                "stream store thresholds must satisfy 0 < trim_target_ratio < "
+                "trim_trigger_ratio <= 1"
+            )
+
+
+class Stream(Generic[T]):
+    """A named, typed, best-effort message stream of a Flow.
+
+    ``stream_capacity_bytes`` is an approximate capacity shared by every Flow ID of the Flow
+    type (the server's default when None). Steps write with :meth:`write`; clients write,
+    read and list through the Engine or the REST API.
+    """
+
+    def __init__(
+        self, name: str, value_type: Any, *, stream_capacity_bytes: int | None = None
+    ) -> None:
+        self.name = check_state_name(name, "Stream")
+        self.value_type = value_type
+        if stream_capacity_bytes is not None and (
+            not isinstance(stream_capacity_bytes, int)
+            or isinstance(stream_capacity_bytes, bool)
+            or stream_capacity_bytes < 1
+        ):
+            raise DefinitionError(f"Stream {name!r}: stream_capacity_bytes must be a positive int")
+        self.stream_capacity_bytes = stream_capacity_bytes
+
+    def __repr__(self) -> str:
+        return f"Stream({self.name!r}, {getattr(self.value_type, '__name__', self.value_type)})"
+
+    def write(self, context: Context, value: T) -> StepOutput:
+        """Send ``value`` now, from a Step's ``wait_for`` or ``execute``.
+
+        ``async def`` Steps call it without await; sync generator Steps ``yield`` what it
+        returns. The value is validated and encoded here (a bad value fails the Step), but a
+        disabled, full or rejecting Stream Store drops the message without failing the Step.
+        RPC handlers cannot write through their Context: use ``Engine.write_stream``.
+        """
+        io = step_io_of(context, self)
+        value = _codec.validate(self.value_type, value, what=f"Stream {self.name!r}", strict=True)
+        output = StreamWrite(self, _codec.encode(value))
+        io.deliver(output)
+        return output
+
+    def buffered_text(
+        self,
+        context: Context,
+        *,
+        flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS,
+        flush_threshold_bytes: int = DEFAULT_FLUSH_THRESHOLD_BYTES,
+    ) -> BufferedTextWriter:
+        """Return a writer that joins many small text chunks into fewer messages."""
+        return BufferedTextWriter(
+            self, context, flush_interval_seconds=flush_interval_seconds,
+            flush_threshold_bytes=flush_threshold_bytes,
+        )
+
+
+def step_io_of(context: Context, stream: Stream[Any]) -> StepIO:
+    """Return the Step invocation's Stream sender, or raise a clear error for RPCs."""
+    io: StepIO | None = getattr(context, "step_io", None)
+    if io is None:
+        where = f"RPC {context.rpc_name}" if getattr(context, "rpc_name", None) else "this Context"
+        raise DefinitionError(
+            f"Stream {stream.name!r} cannot be written from {where}: RPC handlers cannot write "
+            "Streams through their Context; use Engine.write_stream with a source instead"
+        )
+    if context.is_cancellation_requested():
+        raise StepCanceled()
+    io.check(stream)
+    return io
+
+
+class BufferedTextWriter:
+    """Joins text chunks of a ``Stream[str]`` into batches (for example LLM deltas).
+
+    A batch is emitted when ``flush_interval_seconds`` of the engine's clock have passed since
+    the last one, when it reaches ``flush_threshold_bytes`` of UTF-8 (soft), and when the
+    invocation ends. Text is preserved exactly: chunks are never split or altered, empty chunks
+    are ignored and an empty buffer emits nothing (no message, no heartbeat).
+
+    ``async def`` Steps just call :meth:`write`; a timer emits due batches. Sync generator
+    Steps have no timer: time is checked on each write, so ``yield from writer.write(chunk)``
+    and end with ``yield from writer.flush()``.
+    """
+
+    def __init__(
+        self,
+        stream: Stream[Any],
+        context: Context,
+        *,
+        flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS,
+        flush_threshold_bytes: int = DEFAULT_FLUSH_THRESHOLD_BYTES,
+    ) -> None:
+        if stream.value_type is not str:
+            raise DefinitionError(
+                f"buffered_text needs a Stream[str]; Stream {stream.name!r} holds "
+                f"{getattr(stream.value_type, '__name__', stream.value_type)}"
+            )
+        if not flush_interval_seconds > 0 or flush_threshold_bytes < 1:
+            raise InvalidArgumentError("flush interval and threshold must be positive")
+        self._io = step_io_of(context, stream)
+        self._stream = stream
+        self._context = context
+        self._interval = flush_interval_seconds
+        self._threshold = flush_threshold_bytes
+        self._chunks: list[str] = []
+        self._size = 0
+        self._closed = False
+        self._last_emit = self._io.clock.now()
+        self._timer: asyncio.Task[None] | None = self._io.register_writer(self)
+
+    def write(self, chunk: str) -> list[StepOutput]:
+        """Buffer ``chunk``; return the batches this write emitted (yield from them)."""
+        if not isinstance(chunk, str):
+            raise InvalidArgumentError(
+                f"buffered text chunks must be str, got {type(chunk).__name__}"
+            )
+        if self._closed:
+            raise InvalidArgumentError("this buffered text writer's invocation has ended")
+        if not chunk:
+            return []
+        self._chunks.append(chunk)
+        self._size += len(chunk.encode("utf-8"))
+        if self._size >= self._threshold or self._due():
+            return self.flush()
+        return []
+
+    def flush(self) -> list[StepOutput]:
+        """Emit the buffered batch now, if there is one."""
+        self._last_emit = self._io.clock.now()
+        if not self._chunks:
+            return []
+        text = "".join(self._chunks)
+        self._chunks.clear()
+        self._size = 0
+        return [self._stream.write(self._context, text)]
+
+    def _due(self) -> bool:
+        return self._io.clock.now() - self._last_emit >= self._interval
+
+    async def run_timer(self) -> None:
+        """Emit due batches on the engine clock (``async def`` Steps only)."""
+        clock = self._io.clock
+        while not self._closed:
+            await clock.sleep(self._last_emit + self._interval - clock.now())
+            if self._closed:
+                return
+            if self._due():
+                try:
+                    self.flush()
+                except StepCanceled:
+                    return
+                except Exception:  # a best-effort batch must not crash the timer task
+                    log.exception("could not flush a buffered Stream writer")
+                    return
+
+    def close(self) -> None:
+        """Stop the timer and emit the tail; called when the invocation ends."""
+        if self._closed:
+            return
+        try:
+            # A canceled invocation's thread may still be writing: leave its tail unsent.
+            if not self._context.is_cancellation_requested():
+                self.flush()
+        finally:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+
+
+def collect_streams(
+    flow: Flow[Any], flow_type: str, taken: Collection[str]
+) -> dict[str, Stream[Any]]:
+    """Return the Streams of ``flow``: class attributes and ``get_persistence_schema()``.
+
+    Names are unique per Flow, also against its Attributes and AttributeMaps (``taken``).
+    """
+    found: list[Stream[Any]] = []
+    seen: set[int] = set()
+    candidates: list[Any] = [
+        value for klass in reversed(type(flow).__mro__) for value in vars(klass).values()
+    ]
+    candidates.extend(flow.get_persistence_schema())
+    for value in candidates:
+        if isinstance(value, Stream) and id(value) not in seen:
+            seen.add(id(value))
+            found.append(value)
+    streams: dict[str, Stream[Any]] = {}
+    for stream in found:
+        if stream.name in streams or stream.name in taken:
+            raise DefinitionError(f"{flow_type}: state name {stream.name!r} is declared twice")
+        streams[stream.name] = stream
+    return streams

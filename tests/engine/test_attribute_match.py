@@ -1,0 +1,142 @@
+"""WaitForAttributeMatch through the engine API (issue 3)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from engine import (
+    Attribute,
+    AttributeMap,
+    Context,
+    EngineConfig,
+    Flow,
+    FlowNotActiveOrNotFoundError,
+    InvalidArgumentError,
+    MatchOperator,
+    RPCResult,
+    StartFlowOptions,
+    StepList,
+    rpc,
+)
+from engine._storage import reads
+from tests.conftest import running_engine
+
+
+class CounterFlow(Flow[None]):
+    count = Attribute("count", int)
+    label = Attribute("label", Any)
+    progress = AttributeMap("progress", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.empty()
+
+    @rpc
+    def set_count(self, context: Context, input: int) -> RPCResult[None]:
+        self.count.set(context, input)
+        return RPCResult(None)
+
+    @rpc
+    def bump_twice(self, context: Context, input: int) -> RPCResult[None]:
+        # Only the committed (last) value exists; the intermediate one never matches.
+        self.count.set(context, input)
+        self.count.set(context, input + 1)
+        return RPCResult(None)
+
+
+async def test_waiting_for_a_match_does_not_poll_the_database(
+    engine_config: EngineConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = {"snapshot": 0, "run": 0}
+    real_snapshot, real_run = reads.load_snapshot, reads.load_run
+
+    async def counting_snapshot(*args: Any, **kwargs: Any) -> Any:
+        calls["snapshot"] += 1
+        return await real_snapshot(*args, **kwargs)
+
+    async def counting_run(*args: Any, **kwargs: Any) -> Any:
+        calls["run"] += 1
+        return await real_run(*args, **kwargs)
+
+    async with running_engine([CounterFlow()], engine_config) as eng:
+        await eng.start_flow(CounterFlow, "f")
+        monkeypatch.setattr(reads, "load_snapshot", counting_snapshot)
+        monkeypatch.setattr(reads, "load_run", counting_run)
+        task = asyncio.create_task(
+            eng.wait_for_attribute_match("f", "count", MatchOperator.GE, 3, wait_seconds=30)
+        )
+        await asyncio.sleep(0.6)
+        assert not task.done()
+        assert calls == {"snapshot": 1, "run": 1}
+        monkeypatch.undo()
+        await eng.invoke_rpc("set_count", "f", 3)
+        match = await asyncio.wait_for(task, 5)
+        assert (match.matched, match.value) == (True, 3)
+
+
+async def test_only_the_committed_value_of_a_commit_is_offered(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([CounterFlow()], engine_config) as eng:
+        await eng.start_flow(CounterFlow, "f")
+        task = asyncio.create_task(
+            eng.wait_for_attribute_match("f", "count", "EQ", 5, wait_seconds=0.5)
+        )
+        await asyncio.sleep(0.05)
+        await eng.invoke_rpc("bump_twice", "f", 5)
+        assert (await task).matched is False
+        match = await eng.wait_for_attribute_match("f", "count", "EQ", 6)
+        assert (match.matched, match.value) == (True, 6)
+
+
+async def test_many_waiters_on_one_flow_each_get_their_own_match(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([CounterFlow()], engine_config) as eng:
+        await eng.start_flow(CounterFlow, "f")
+        tasks = [
+            asyncio.create_task(eng.wait_for_attribute_match("f", "count", "GE", n,
+                                                             wait_seconds=10))
+            for n in range(1, 6)
+        ]
+        await asyncio.sleep(0.05)
+        for n in range(1, 6):
+            await eng.invoke_rpc("set_count", "f", n)
+        results = await asyncio.gather(*tasks)
+        assert all(r.matched for r in results)
+        assert [r.value for r in results] == [1, 2, 3, 4, 5]
+
+
+async def test_a_loosely_typed_attribute_compares_by_json_kind(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([CounterFlow()], engine_config) as eng:
+        await eng.start_flow(CounterFlow, "f", options=StartFlowOptions(
+            initial_attributes={"label": True}))
+        assert (await eng.wait_for_attribute_match("f", "label", "EQ", True)).matched
+        # True is not the number 1, and a bool is not ordered.
+        assert not (await eng.wait_for_attribute_match("f", "label", "EQ", 1)).matched
+        assert not (await eng.wait_for_attribute_match("f", "label", "GE", 0)).matched
+        assert (await eng.wait_for_attribute_match("f", "label", "NE", 1)).matched
+
+
+async def test_engine_api_rejects_bad_arguments_and_closed_flows(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([CounterFlow()], engine_config) as eng:
+        await eng.start_flow(CounterFlow, "f")
+        with pytest.raises(InvalidArgumentError, match="operator"):
+            await eng.wait_for_attribute_match("f", "count", "LIKE", 1)
+        with pytest.raises(InvalidArgumentError, match="finite"):
+            await eng.wait_for_attribute_match("f", "count", "GT", float("nan"))
+        with pytest.raises(InvalidArgumentError, match="waitSeconds"):
+            await eng.wait_for_attribute_match("f", "count", "GT", 1, wait_seconds=60.5)
+        with pytest.raises(InvalidArgumentError, match="instance"):
+            await eng.wait_for_attribute_match("f", "progress", "EQ", "x", instance="a/b")
+        assert not (await eng.wait_for_attribute_match(
+            "f", "progress", "EQ", "x", instance="a")).matched
+        await eng.stop_flow("f")
+        with pytest.raises(FlowNotActiveOrNotFoundError):
+            await eng.wait_for_attribute_match("f", "count", "EQ", 1)
