@@ -53,6 +53,7 @@ class Context:
         self._loaded_maps = loaded_maps
         self._loaded_instances = loaded_instances
         self._writes: dict[tuple[str, str], Any] = {}
+        self._texts: dict[tuple[str, str], str] = {}
         self._cancel = threading.Event()
         # Set by the scheduler for Step invocations: Stream writes and heartbeats go out at
         # once through it. RPCs have none, so they cannot write Streams through a Context.
@@ -133,8 +134,15 @@ class Context:
         if value is not None:
             what = state.name if instance is None else f"{state.name}/{instance}"
             value = _codec.validate(state.value_type, value, what=what, strict=True)
-            _codec.to_jsonable(value)  # reject non-finite numbers and int64 overflow now
+            # Encoding now rejects non-finite numbers and int64 overflow at the faulty call,
+            # and the commit reuses the text.
+            self._texts[(state.name, instance or "")] = _codec.encode(value, state.value_type)
         self._writes[(state.name, instance or "")] = value
+
+    @property
+    def staged_texts(self) -> dict[tuple[str, str], str]:
+        """Return the JSON text of each staged non-null write."""
+        return dict(self._texts)
 
     @property
     def staged_writes(self) -> dict[tuple[str, str], Any]:

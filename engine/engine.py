@@ -325,7 +325,7 @@ class Engine:
         """Return the run's result, waiting up to ``wait_seconds`` (max 60) for it to close."""
         if not 0 <= wait_seconds <= MAX_WAIT_SECONDS:
             raise InvalidArgumentError("waitSeconds must be between 0 and 60", field="waitSeconds")
-        db = self._db.reader()
+        db = self._db
         deadline = asyncio.get_running_loop().time() + wait_seconds
         while True:
             run = await reads.load_run(db, flow_id, run_id)
@@ -369,7 +369,7 @@ class Engine:
             flow_id=flow_id, run_id=run_id, status=status, reason=reason, now=self._rt.now_us(),
         ))
         assert result is not None
-        run = await reads.load_run(self._db.reader(), flow_id, result.run_id)
+        run = await reads.load_run(self._db, flow_id, result.run_id)
         self._rt.after_commit(result, flow_id, run.flow_type if run else "")
         return result.run_id
 
@@ -419,7 +419,7 @@ class Engine:
         wanted = list(dict.fromkeys(names))
         run = None
         if wanted:
-            run = await reads.load_run(self._db.reader(), flow_id, run_id)
+            run = await reads.load_run(self._db, flow_id, run_id)
             if run is None:
                 raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
                                         operation="getAttributes")
@@ -447,7 +447,7 @@ class Engine:
         must be None, name a hard-delete Attribute, and still have a stored value.
         """
         _check_id(flow_id, "flowId")
-        run = await reads.load_run(self._db.reader(), flow_id, run_id)
+        run = await reads.load_run(self._db, flow_id, run_id)
         if run is None:
             raise FlowNotActiveOrNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
                                                operation="setAttributes")
@@ -556,12 +556,12 @@ class Engine:
         """Return a page of the run's history, oldest first."""
         if not 1 <= page_size <= 1000:
             raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
-        run = await reads.load_run(self._db.reader(), flow_id, run_id)
+        run = await reads.load_run(self._db, flow_id, run_id)
         if run is None:
             raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
                                     operation="getFlowHistory")
         after, seen = _decode_history_token(page_token, run.run_id)
-        rows = await reads.history(self._db.reader(), run.run_id, after, page_size + 1)
+        rows = await reads.history(self._db, run.run_id, after, page_size + 1)
         more = len(rows) > page_size
         rows = rows[:page_size]
         # Events are numbered 1, 2, ... within their run, as Temporal and Dex users expect.

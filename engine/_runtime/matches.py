@@ -167,7 +167,7 @@ async def wait_for_match(
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError("name must be a non-empty string", field="name")
     _check_value(value)
-    run = await reads.load_run(rt.db.reader(), flow_id)
+    run = await reads.load_run(rt.db, flow_id)
     if run is None or not run.is_running:
         raise _not_active(flow_id)
     spec = rt.registry.spec(run.flow_type)

@@ -86,7 +86,7 @@ class RPCExecutor:
     ) -> Any:
         """Run one RPC invocation and return its output."""
         if flow_type is None:
-            run = await reads.load_run(self.rt.db.reader(), flow_id, run_id)
+            run = await reads.load_run(self.rt.db, flow_id, run_id)
             if run is None:
                 raise FlowNotActiveOrNotFoundError(
                     f"Flow {flow_id} was not found", flow_id=flow_id, operation="invokeRpc"
@@ -128,7 +128,7 @@ class RPCExecutor:
                 strict=False,
             ) if definition.output_type is not None or result.output is not None else None
             effects = Effects(
-                writes=await self.rt.stage_writes(spec, flow_id, context.staged_writes),
+                writes=await self.rt.stage_writes(spec, flow_id, context.staged_writes, context.staged_texts),
                 new_steps=self.rt.new_steps(spec, result.next_steps),
                 cancel_step_types=self.rt.step_type_names(spec, result.canceling_steps),
             )

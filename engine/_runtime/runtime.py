@@ -132,15 +132,23 @@ class Runtime:
         return values
 
     async def stage_writes(
-        self, spec: FlowSpec, flow_id: str, writes: Mapping[tuple[str, str], Any]
+        self,
+        spec: FlowSpec,
+        flow_id: str,
+        writes: Mapping[tuple[str, str], Any],
+        texts: Mapping[tuple[str, str], str] | None = None,
     ) -> list[AttributeWrite]:
-        """Encode staged writes; hard-delete values go to the blob store now, before commit."""
+        """Encode staged writes (reusing ``texts`` already encoded by the Context); hard-delete
+        values go to the blob store now, before commit."""
         staged: list[AttributeWrite] = []
         blob_ops: list[tuple[str, str | None]] = []
+        texts = texts or {}
         for (name, instance), value in writes.items():
             state: _State[Any] = spec.states[name]
+            text = None if value is None else (
+                texts.get((name, instance)) or _codec.encode(value, state.value_type)
+            )
             if state.hard_delete_on_null:
-                text = None if value is None else _codec.encode(value)
                 blob_ops.append((state_key(name, instance), text))
                 staged.append(AttributeWrite(name, instance, None, blob=text is not None))
             else:
@@ -148,9 +156,7 @@ class Runtime:
                 index = None if state.index is None or state.index_key is None else index_write(
                     state.index_key, state.index.type.value, value, state_key(name, instance)
                 )
-                staged.append(AttributeWrite(
-                    name, instance, None if value is None else _codec.encode(value), index=index
-                ))
+                staged.append(AttributeWrite(name, instance, text, index=index))
         if blob_ops:
 
             def apply() -> None:
@@ -257,4 +263,4 @@ class Runtime:
 
     async def snapshot(self, flow_id: str, run_id: str | None, **loads: Any) -> Snapshot | None:
         """Read a run snapshot (see ``reads.load_snapshot``)."""
-        return await reads.load_snapshot(self.db.reader(), flow_id, run_id, **loads)
+        return await reads.load_snapshot(self.db, flow_id, run_id, **loads)

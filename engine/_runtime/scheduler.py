@@ -274,7 +274,7 @@ class Scheduler:
 
     async def _finish_wait(self, step: ActiveStep, spec: FlowSpec, context: Context, wait: Wait) -> None:
         delay = wait.delay_seconds()
-        writes = await self.rt.stage_writes(spec, step.flow_id, context.staged_writes)
+        writes = await self.rt.stage_writes(spec, step.flow_id, context.staged_writes, context.staged_texts)
         due = self.rt.now_us() + int(delay * 1_000_000) if delay > 0 else None
         if step.canceled:
             return
@@ -298,7 +298,7 @@ class Scheduler:
         self, step: ActiveStep, spec: FlowSpec, context: Context, decision: StepDecision
     ) -> tuple[StepOutcome, Effects]:
         effects = Effects(
-            writes=await self.rt.stage_writes(spec, step.flow_id, context.staged_writes),
+            writes=await self.rt.stage_writes(spec, step.flow_id, context.staged_writes, context.staged_texts),
             new_steps=self.rt.new_steps(spec, decision.movements),
             cancel_step_types=self.rt.step_type_names(spec, decision.canceling_steps),
         )
@@ -368,7 +368,7 @@ def _failure_movement(failure: Any, step: ActiveStep, exc: Exception) -> Any:
 
 async def recover(runtime: Runtime, scheduler: Scheduler) -> int:
     """Resume every open run left by a previous process; return how many Steps resumed."""
-    db = runtime.db.reader()
+    db = runtime.db
     for run in await reads.running_runs(db):
         if run.timeout_at is not None:
             runtime.schedule_timeout(run.run_id, run.flow_id, run.flow_type, run.timeout_at)

@@ -7,8 +7,10 @@ commit), each inside its own savepoint so one failing unit does not undo its nei
 
 On SQLite the writer owns one connection in a dedicated thread and receives a whole batch per
 hand-off: going through aiosqlite statement by statement costs a thread hand-off per statement,
-several per commit. Reads use the async engine (aiosqlite) and never wait for the writer, since
-WAL lets readers see the last commit while a write is in progress.
+several per commit. Reads never wait for the writer, since WAL lets readers see the last commit
+while a write is in progress. Hot-path reads (a run, an RPC or Step snapshot) are likewise plain
+functions ``read(conn)`` run on a small pool of reader threads, one hand-off per read; the async
+engine (aiosqlite) serves the rest (search pages, recovery), where a few hand-offs do not matter.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,6 +55,8 @@ class Database:
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
         self.read_engine: AsyncEngine | None = None
         self._writer: _SQLiteWriter | None = None
+        self._sync_reader: Any = None
+        self._read_threads: ThreadPoolExecutor | None = None
 
     async def open(self) -> None:
         """Create the schema if needed, start the writer and the read engine."""
@@ -67,15 +72,28 @@ class Database:
             pool_size=self.settings.read_pool_size,
             max_overflow=self.settings.read_pool_size,
         )
+        # AUTOCOMMIT: each read statement is its own snapshot; nothing holds a read transaction.
+        self._sync_reader = create_engine(
+            self.url.set(drivername="sqlite"),
+            isolation_level="AUTOCOMMIT",
+            pool_size=self.settings.read_pool_size,
+            max_overflow=0,
+            connect_args={"check_same_thread": False},
+        )
+        self._read_threads = ThreadPoolExecutor(
+            max_workers=self.settings.read_pool_size, thread_name_prefix="dexlite-read"
+        )
         busy = self.settings.busy_timeout_ms
 
-        @event.listens_for(self.read_engine.sync_engine, "connect")
-        def _configure_reader(dbapi_conn: Any, _record: Any) -> None:
+        def configure_reader(dbapi_conn: Any, _record: Any) -> None:
             cursor = dbapi_conn.cursor()
             # Readers may meet a checkpoint in progress; wait instead of failing.
             cursor.execute(f"PRAGMA busy_timeout={busy}")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
+
+        event.listen(self.read_engine.sync_engine, "connect", configure_reader)
+        event.listen(self._sync_reader, "connect", configure_reader)
 
     async def close(self) -> None:
         """Stop the writer (after the queued units) and dispose of connections."""
@@ -85,6 +103,23 @@ class Database:
         if self.read_engine is not None:
             await self.read_engine.dispose()
             self.read_engine = None
+        if self._read_threads is not None:
+            self._read_threads.shutdown(wait=True)
+            self._read_threads = None
+        if self._sync_reader is not None:
+            self._sync_reader.dispose()
+            self._sync_reader = None
+
+    async def read(self, query: Callable[[Connection], T]) -> T:
+        """Run ``query(conn)`` on a reader thread and return its result (one hand-off)."""
+        assert self._read_threads is not None, "database is not open"
+        engine = self._sync_reader
+
+        def run() -> T:
+            with engine.connect() as conn:
+                return query(conn)
+
+        return await asyncio.get_running_loop().run_in_executor(self._read_threads, run)
 
     async def write(self, unit: CommitUnit[T]) -> T:
         """Apply ``unit`` in the writer's next transaction and return its result once committed."""

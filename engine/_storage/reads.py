@@ -5,10 +5,12 @@ committed state (SQLite and PostgreSQL both give a statement a single snapshot).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
     and_,
+    bindparam,
     false,
     literal,
     null,
@@ -16,9 +18,9 @@ from sqlalchemy import (
     select,
     union_all,
 )
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine._storage import tables as t
+from engine._storage.database import Database
 from engine._storage.records import (
     RUNNING,
     STEP_PENDING,
@@ -38,8 +40,19 @@ def _run_from(row: Any) -> RunInfo:
     return RunInfo(**{c: getattr(row, c) for c in _RUN_COLUMNS})
 
 
-def _target_run(flow_id: str, run_id: str | None) -> Any:
-    """A subquery yielding the run to read: the given one, or the Flow's latest."""
+def _target_run(by_run_id: bool) -> Any:
+    """A subquery yielding the run to read: :run_id of :flow_id, or the Flow's latest."""
+    if by_run_id:
+        return select(t.runs.c.run_id).where(
+            t.runs.c.run_id == bindparam("run_id"), t.runs.c.flow_id == bindparam("flow_id")
+        ).scalar_subquery()
+    return select(t.flows.c.latest_run_id).where(
+        t.flows.c.flow_id == bindparam("flow_id")
+    ).scalar_subquery()
+
+
+def target_run(flow_id: str, run_id: str | None) -> Any:
+    """A subquery yielding ``run_id`` of ``flow_id``, or the Flow's latest run."""
     if run_id is not None:
         return select(t.runs.c.run_id).where(
             t.runs.c.run_id == run_id, t.runs.c.flow_id == flow_id
@@ -47,31 +60,31 @@ def _target_run(flow_id: str, run_id: str | None) -> Any:
     return select(t.flows.c.latest_run_id).where(t.flows.c.flow_id == flow_id).scalar_subquery()
 
 
-async def load_run(db: AsyncEngine, flow_id: str, run_id: str | None = None) -> RunInfo | None:
-    """Return the given run, or the latest run of ``flow_id``; None when there is none."""
-    query = select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(
-        t.runs.c.run_id == _target_run(flow_id, run_id)
+@lru_cache(maxsize=2)
+def _run_statement(by_run_id: bool) -> Any:
+    return select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(
+        t.runs.c.run_id == _target_run(by_run_id)
     )
-    async with db.connect() as conn:
-        row = (await conn.execute(query)).first()
+
+
+async def load_run(db: Database, flow_id: str, run_id: str | None = None) -> RunInfo | None:
+    """Return the given run, or the latest run of ``flow_id``; None when there is none."""
+    query = _run_statement(run_id is not None)
+    params = {"flow_id": flow_id, "run_id": run_id}
+    row = await db.read(lambda conn: conn.execute(query, params).first())
     return _run_from(row) if row is not None else None
 
 
-async def load_snapshot(
-    db: AsyncEngine,
-    flow_id: str,
-    run_id: str | None,
-    *,
-    names: Iterable[str] | None = None,
-    whole_maps: Iterable[str] = (),
-    instances: Iterable[tuple[str, str]] = (),
-) -> Snapshot | None:
-    """Return a run with Attribute rows, read by one statement.
-
-    ``names`` None reads every singleton Attribute; otherwise only those names. ``whole_maps``
-    adds every instance of those maps; ``instances`` adds exact (map, instance) rows.
-    """
-    target = _target_run(flow_id, run_id)
+# Statements are built once per shape (which names, maps and instances) and reused: building
+# a union of selects costs more than running it.
+@lru_cache(maxsize=512)
+def _snapshot_statement(
+    by_run_id: bool,
+    names: tuple[str, ...] | None,
+    maps: tuple[str, ...],
+    exact: tuple[tuple[str, str], ...],
+) -> Any:
+    target = _target_run(by_run_id)
     run_cols = [t.runs.c[c] for c in _RUN_COLUMNS]
     a = t.attributes
     pad = [null().label(c) for c in _RUN_COLUMNS[1:]]
@@ -86,21 +99,40 @@ async def load_snapshot(
 
     if names is None:
         parts.append(attr_select(a.c.instance == ""))
-    else:
-        wanted = sorted(set(names))
-        if wanted:
-            parts.append(attr_select(and_(a.c.instance == "", a.c.name.in_(wanted))))
-    maps = sorted(set(whole_maps))
+    elif names:
+        parts.append(attr_select(and_(a.c.instance == "", a.c.name.in_(names))))
     if maps:
         parts.append(attr_select(and_(a.c.instance != "", a.c.name.in_(maps))))
-    exact = sorted({p for p in instances if p[0] not in maps})
     if exact:
         parts.append(attr_select(or_(*[
             and_(a.c.instance == inst, a.c.name == name) for name, inst in exact
         ])))
-    query = union_all(*parts) if len(parts) > 1 else parts[0]
-    async with db.connect() as conn:
-        rows = (await conn.execute(query)).all()
+    return union_all(*parts) if len(parts) > 1 else parts[0]
+
+
+async def load_snapshot(
+    db: Database,
+    flow_id: str,
+    run_id: str | None,
+    *,
+    names: Iterable[str] | None = None,
+    whole_maps: Iterable[str] = (),
+    instances: Iterable[tuple[str, str]] = (),
+) -> Snapshot | None:
+    """Return a run with Attribute rows, read by one statement.
+
+    ``names`` None reads every singleton Attribute; otherwise only those names. ``whole_maps``
+    adds every instance of those maps; ``instances`` adds exact (map, instance) rows.
+    """
+    maps = tuple(sorted(set(whole_maps)))
+    query = _snapshot_statement(
+        run_id is not None,
+        None if names is None else tuple(sorted(set(names))),
+        maps,
+        tuple(sorted({p for p in instances if p[0] not in maps})),
+    )
+    params = {"flow_id": flow_id, "run_id": run_id}
+    rows = await db.read(lambda conn: conn.execute(query, params).all())
     run: RunInfo | None = None
     values: dict[tuple[str, str], StoredValue] = {}
     for row in rows:
@@ -113,7 +145,7 @@ async def load_snapshot(
     return Snapshot(run, values)
 
 
-async def completions(db: AsyncEngine, run_id: str) -> list[tuple[str, str, str | None]]:
+async def completions(db: Database, run_id: str) -> list[tuple[str, str, str | None]]:
     """Return (step type, step execution ID, output JSON) of the run's completions, in order."""
     se = t.step_executions
     query = (
@@ -121,12 +153,12 @@ async def completions(db: AsyncEngine, run_id: str) -> list[tuple[str, str, str 
         .where(se.c.run_id == run_id, se.c.is_completion.is_(True))
         .order_by(se.c.closed_at, se.c.id)
     )
-    async with db.connect() as conn:
-        return [(r.step_type, r.id, r.output) for r in (await conn.execute(query)).all()]
+    rows = await db.read(lambda conn: conn.execute(query).all())
+    return [(r.step_type, r.id, r.output) for r in rows]
 
 
 async def history(
-    db: AsyncEngine, run_id: str, after_id: int, limit: int
+    db: Database, run_id: str, after_id: int, limit: int
 ) -> list[tuple[int, str, int, str]]:
     """Return up to ``limit`` events of the run after ``after_id``, oldest first."""
     h = t.history
@@ -136,18 +168,18 @@ async def history(
         .order_by(h.c.id)
         .limit(limit)
     )
-    async with db.connect() as conn:
-        return [(r.id, r.event_type, r.at, r.details) for r in (await conn.execute(query)).all()]
+    rows = await db.read(lambda conn: conn.execute(query).all())
+    return [(r.id, r.event_type, r.at, r.details) for r in rows]
 
 
-async def running_runs(db: AsyncEngine) -> list[RunInfo]:
+async def running_runs(db: Database) -> list[RunInfo]:
     """Return every open run (for recovery)."""
     query = select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(t.runs.c.status == RUNNING)
-    async with db.connect() as conn:
-        return [_run_from(r) for r in (await conn.execute(query)).all()]
+    rows = await db.read(lambda conn: conn.execute(query).all())
+    return [_run_from(r) for r in rows]
 
 
-async def active_steps(db: AsyncEngine) -> list[ActiveStepRecord]:
+async def active_steps(db: Database) -> list[ActiveStepRecord]:
     """Return every active Step of every open run, oldest first (for recovery)."""
     se, r = t.step_executions, t.runs
     query = (
@@ -157,8 +189,8 @@ async def active_steps(db: AsyncEngine) -> list[ActiveStepRecord]:
         .where(se.c.state == STEP_PENDING, r.c.status == RUNNING)
         .order_by(se.c.created_at, se.c.id)
     )
-    async with db.connect() as conn:
-        return [ActiveStepRecord(*row) for row in (await conn.execute(query)).all()]
+    rows = await db.read(lambda conn: conn.execute(query).all())
+    return [ActiveStepRecord(*row) for row in rows]
 
 
 __all__: Sequence[str] = (

@@ -13,7 +13,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine._storage import tables as t
-from engine._storage.reads import _target_run
+from engine._storage.reads import target_run
 from engine._storage.search import paging
 from engine._storage.search.compiler import Compiled, OrderKey, compile_query
 from engine._storage.search.parser import And, Compare, Literal, parse
@@ -90,7 +90,7 @@ async def search_runs(
 
 async def load_flow_info(db: AsyncEngine, flow_id: str, run_id: str | None) -> FoundRun | None:
     """Return the given run (or the Flow's latest) with its indexed values."""
-    rows = await _page(db, t.runs.c.run_id == _target_run(flow_id, run_id), (), 1)
+    rows = await _page(db, t.runs.c.run_id == target_run(flow_id, run_id), (), 1)
     return rows[0][0] if rows else None
 
 
