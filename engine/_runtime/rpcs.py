@@ -63,12 +63,25 @@ def plan_invocation(
     return locks, whole, exact
 
 
+KNOWN_TYPES_LIMIT = 100_000
+
+
+class _WrongGuess(Exception):
+    """The cached Flow type of a Flow ID did not match its run."""
+
+
 class RPCExecutor:
     """Invokes RPC handlers."""
 
     def __init__(self, runtime: Runtime, threads: int) -> None:
         self.rt = runtime
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dexlite-rpc")
+        self._known_types: dict[str, str] = {}
+
+    def _remember(self, flow_id: str, flow_type: str) -> None:
+        if flow_id not in self._known_types and len(self._known_types) >= KNOWN_TYPES_LIMIT:
+            self._known_types.pop(next(iter(self._known_types)))  # forget the oldest
+        self._known_types[flow_id] = flow_type
 
     def close(self) -> None:
         """Stop the handler threads."""
@@ -84,18 +97,49 @@ class RPCExecutor:
         run_id: str | None = None,
         options: RPCInvokeOptions | None = None,
     ) -> Any:
-        """Run one RPC invocation and return its output."""
+        """Run one RPC invocation and return its output.
+
+        Called by name, the Flow type is the run's. A Flow ID keeps its type unless it is
+        reused by another type, so the type seen last time is tried first, saving a read; the
+        snapshot tells when that guess was wrong, and the call then starts over properly.
+        """
         if flow_type is None:
+            guess = self._known_types.get(flow_id)
+            if guess is not None:
+                try:
+                    return await self._invoke(flow_id, rpc_name, input, guess, run_id, options,
+                                              guessed=True)
+                except _WrongGuess:
+                    self._known_types.pop(flow_id, None)
             run = await reads.load_run(self.rt.db, flow_id, run_id)
             if run is None:
                 raise FlowNotActiveOrNotFoundError(
                     f"Flow {flow_id} was not found", flow_id=flow_id, operation="invokeRpc"
                 )
             flow_type = run.flow_type
-        spec = self.rt.registry.spec(flow_type)
-        definition = spec.rpc(rpc_name)
-        value = self._input(definition, input)
-        locks, whole, exact = plan_invocation(spec, definition, options)
+        return await self._invoke(flow_id, rpc_name, input, flow_type, run_id, options,
+                                  guessed=False)
+
+    async def _invoke(
+        self,
+        flow_id: str,
+        rpc_name: str,
+        input: Any,
+        flow_type: str,
+        run_id: str | None,
+        options: RPCInvokeOptions | None,
+        *,
+        guessed: bool,
+    ) -> Any:
+        try:
+            spec = self.rt.registry.spec(flow_type)
+            definition = spec.rpc(rpc_name)
+            value = self._input(definition, input)
+            locks, whole, exact = plan_invocation(spec, definition, options)
+        except EngineError:
+            if guessed:  # perhaps judged against the wrong type: decide with the real one
+                raise _WrongGuess() from None
+            raise
         transactional = bool(locks) or definition.is_transactional
         owner = new_id()
         self.rt.locks.acquire_for_rpc(flow_id, [lock.key for lock in locks], owner)
@@ -104,6 +148,10 @@ class RPCExecutor:
                 flow_id, run_id, whole_maps=whole,
                 instances=[(load.name, load.instance) for load in exact],
             )
+            if snapshot is not None and snapshot.run.flow_type == flow_type:
+                self._remember(flow_id, flow_type)
+            elif guessed:
+                raise _WrongGuess()
             if snapshot is None or snapshot.run.flow_type != flow_type:
                 raise FlowNotActiveOrNotFoundError(
                     f"Flow {flow_id} of type {flow_type} was not found", flow_id=flow_id,

@@ -451,3 +451,37 @@ async def test_a_report_committed_after_the_rpc_snapshot_wins_and_the_follow_up_
     decisions = {e.details["stepType"]: e.details["decision"]
                  for e in history.events if e.event_type == "STEP_CLOSED"}
     assert decisions["FinishReportStop"] == "DEAD_END"
+
+
+class FirstKind(Flow[None]):
+    @rpc
+    def whoami(self, context: Context) -> str:
+        return "first"
+
+
+class SecondKind(Flow[None]):
+    @rpc
+    def whoami(self, context: Context) -> str:
+        return "second"
+
+    @rpc
+    def only_second(self, context: Context) -> str:
+        return "yes"
+
+
+async def test_rpc_by_name_follows_a_flow_id_reused_by_another_flow_type(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([FirstKind(), SecondKind()], engine_config) as eng:
+        await eng.start_flow(FirstKind, "shared-id", None)
+        assert await eng.invoke_rpc("whoami", "shared-id") == "first"
+        await eng.stop_flow("shared-id")
+        await eng.start_flow(SecondKind, "shared-id", None)
+        assert await eng.invoke_rpc("whoami", "shared-id") == "second"
+        assert await eng.invoke_rpc("only_second", "shared-id") == "yes"
+        await eng.stop_flow("shared-id")
+        await eng.start_flow(FirstKind, "shared-id", None)
+        with pytest.raises(Exception) as info:
+            await eng.invoke_rpc("only_second", "shared-id")
+        assert type(info.value).__name__ == "RPCNotFoundError"
+        assert await eng.invoke_rpc("whoami", "shared-id") == "first"
