@@ -136,8 +136,14 @@ class Context:
             value = _codec.validate(state.value_type, value, what=what, strict=True)
             # Encoding now rejects non-finite numbers and int64 overflow at the faulty call,
             # and the commit reuses the text.
-            self._texts[(state.name, instance or "")] = _codec.encode(value, state.value_type)
-        self._writes[(state.name, instance or "")] = value
+            text = _codec.encode(value, state.value_type)
+        key = (state.name, instance or "")
+        # Re-inserting moves the key last: for an indexed AttributeMap the last write wins.
+        self._writes.pop(key, None)
+        self._texts.pop(key, None)
+        self._writes[key] = value
+        if value is not None:
+            self._texts[key] = text
 
     @property
     def staged_texts(self) -> dict[tuple[str, str], str]:

@@ -16,6 +16,7 @@ from engine.step import Step, StepList, StepOptions, declared_wait_for
 from engine.stream import Stream, collect_streams
 
 _HARD_DELETE_REFUSED = (int, float, bool)
+_SYSTEM_FIELDS = {"flowtype", "flowid", "runid", "status", "starttime", "closetime"}
 _INDEX_VALUE_TYPES: dict[IndexType, tuple[Any, ...]] = {
     IndexType.KEYWORD: (str,),
     IndexType.FULL_TEXT: (str,),
@@ -197,6 +198,10 @@ class Registry:
             if not key.strip() or not key.replace("_", "").isalnum() or key[0].isdigit():
                 raise DefinitionError(
                     f"{flow_type}: index key {key!r} must be an identifier (letters, digits, _)"
+                )
+            if key.lower() in _SYSTEM_FIELDS:
+                raise DefinitionError(
+                    f"{flow_type}: index key {key!r} is a reserved system field of SearchFlows"
                 )
             if key in used:
                 raise DefinitionError(

@@ -231,3 +231,10 @@ def test_async_generator_step_handlers_are_rejected_at_registration() -> None:
             return StepList.start_step(Generates())
 
     assert "is an async generator" in _registry_error(F())
+
+
+def test_index_keys_cannot_shadow_search_system_fields() -> None:
+    class Shadow(Flow[None]):
+        s = Attribute("s", str, index=AttributeIndex(IndexType.KEYWORD, "Status"))
+
+    assert "reserved system field" in _registry_error(Shadow())
