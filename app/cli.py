@@ -18,10 +18,16 @@ def _serve(args: argparse.Namespace) -> int:
     port = args.port if args.port is not None else settings.port
     print(f"dexlite: playground at http://{host}:{port}/playground/", flush=True)
     print(f"dexlite: database {settings.database_url}", flush=True)
-    uvicorn.run("app.main:create_app", factory=True, host=host, port=port,
-                log_level=args.log_level, access_log=args.access_log,
-                # Open SSE followers must not hold a shutdown for long.
-                timeout_graceful_shutdown=5)
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        # Open SSE followers must not hold a shutdown for long.
+        timeout_graceful_shutdown=5,
+    )
     return 0
 
 

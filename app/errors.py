@@ -44,9 +44,16 @@ ERROR_TABLE: list[tuple[type[engine.EngineError], int, str]] = [
 ]
 
 TITLES = {
-    400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-    409: "Conflict", 413: "Payload Too Large", 422: "Unprocessable Content",
-    429: "Too Many Requests", 500: "Internal Server Error", 504: "Gateway Timeout",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Payload Too Large",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    504: "Gateway Timeout",
 }
 
 
@@ -119,8 +126,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {401: "UNAUTHENTICATED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
-                413: "PAYLOAD_TOO_LARGE"}.get(exc.status_code, "HTTP_ERROR")
+        code = {
+            401: "UNAUTHENTICATED",
+            404: "NOT_FOUND",
+            405: "METHOD_NOT_ALLOWED",
+            413: "PAYLOAD_TOO_LARGE",
+        }.get(exc.status_code, "HTTP_ERROR")
         return problem(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(Exception)

@@ -108,7 +108,9 @@ def create_app(
         return RedirectResponse("/playground/")
 
     if PLAYGROUND_DIR.is_dir():
-        app.mount("/playground", StaticFiles(directory=PLAYGROUND_DIR, html=True), name="playground")
+        app.mount(
+            "/playground", StaticFiles(directory=PLAYGROUND_DIR, html=True), name="playground"
+        )
 
     # Documented once so every problem response can refer to it.
     original_openapi = app.openapi
@@ -121,8 +123,9 @@ def create_app(
             )
             unauthenticated = {
                 "description": "Bearer token missing or wrong (when DEXLITE_API_TOKEN is set)",
-                "content": {"application/problem+json": {
-                    "schema": {"$ref": "#/components/schemas/Problem"}}},
+                "content": {
+                    "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+                },
             }
             for path, operations in schema.get("paths", {}).items():
                 if path.startswith(PROTECTED_PREFIXES):
@@ -137,6 +140,10 @@ def create_app(
     if settings.api_token:
         app.add_middleware(BearerAuthMiddleware, token=settings.api_token)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
-                           allow_methods=["*"], allow_headers=["*"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+        )
     return app

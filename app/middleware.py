@@ -13,18 +13,33 @@ from app.errors import PROBLEM_JSON, TITLES
 PROTECTED_PREFIXES = ("/api/", "/patterns/", "/primitives/")
 
 
-async def _send_problem(send: Send, status: int, code: str, detail: str,
-                        headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps({
-        "type": f"https://dexlite.dev/problems/{code.lower().replace('_', '-')}",
-        "title": TITLES.get(status, "Error"), "status": status, "detail": detail, "code": code,
-    }).encode()
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", PROBLEM_JSON.encode()),
-                    (b"content-length", str(len(body)).encode()), *(headers or [])],
-    })
+async def _send_problem(
+    send: Send,
+    status: int,
+    code: str,
+    detail: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    body = json.dumps(
+        {
+            "type": f"https://dexlite.dev/problems/{code.lower().replace('_', '-')}",
+            "title": TITLES.get(status, "Error"),
+            "status": status,
+            "detail": detail,
+            "code": code,
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", PROBLEM_JSON.encode()),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -48,9 +63,12 @@ class BodyLimitMiddleware:
                     await _send_problem(send, 400, "INVALID_ARGUMENT", "bad Content-Length")
                     return
                 if length > self.limit:
-                    await _send_problem(send, 413, "PAYLOAD_TOO_LARGE",
-                                        f"request body of {length} bytes exceeds the limit of "
-                                        f"{self.limit} bytes")
+                    await _send_problem(
+                        send,
+                        413,
+                        "PAYLOAD_TOO_LARGE",
+                        f"request body of {length} bytes exceeds the limit of {self.limit} bytes",
+                    )
                     return
         seen = 0
         responded = False
@@ -63,8 +81,12 @@ class BodyLimitMiddleware:
                 if seen > self.limit:
                     # Answer now and tell the app the client left, so it stops reading.
                     responded = True
-                    await _send_problem(send, 413, "PAYLOAD_TOO_LARGE",
-                                        f"request body exceeds the limit of {self.limit} bytes")
+                    await _send_problem(
+                        send,
+                        413,
+                        "PAYLOAD_TOO_LARGE",
+                        f"request body exceeds the limit of {self.limit} bytes",
+                    )
                     return {"type": "http.disconnect"}
             return message
 
@@ -86,8 +108,12 @@ class BearerAuthMiddleware:
         if scope["type"] == "http" and scope["path"].startswith(PROTECTED_PREFIXES):
             given: Any = dict(scope.get("headers", [])).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
-                await _send_problem(send, 401, "UNAUTHENTICATED",
-                                    "missing or wrong bearer token",
-                                    [(b"www-authenticate", b"Bearer")])
+                await _send_problem(
+                    send,
+                    401,
+                    "UNAUTHENTICATED",
+                    "missing or wrong bearer token",
+                    [(b"www-authenticate", b"Bearer")],
+                )
                 return
         await self.app(scope, receive, send)

@@ -244,12 +244,15 @@ class AttributeMatchBody(Request):
 
     name: str = Field(min_length=1, max_length=256, description="Attribute or AttributeMap name.")
     instance: str | None = Field(
-        None, min_length=1, max_length=256, description="The AttributeMap instance; omit for an "
-        "Attribute."
+        None,
+        min_length=1,
+        max_length=256,
+        description="The AttributeMap instance; omit for an Attribute.",
     )
     operator: engine.MatchOperator = Field(
-        engine.MatchOperator.EQ, description="EQ and NE for every scalar type; GT, GE, LT and LE "
-        "for int and double values only."
+        engine.MatchOperator.EQ,
+        description="EQ and NE for every scalar type; GT, GE, LT and LE "
+        "for int and double values only.",
     )
     value: Any = Field(description="A string, number or boolean (not an object or a list).")
     wait_seconds: float = Field(0, description="How long to wait for a match, 0 to 60 seconds.")

@@ -42,24 +42,28 @@ class Settings(BaseSettings):
     )
     # Streams live in this process's memory: their contents vanish when the server restarts.
     stream_store_backend: Literal["memory", "disabled"] = Field(
-        "memory", description="'memory' keeps Stream messages in this process (lost on "
+        "memory",
+        description="'memory' keeps Stream messages in this process (lost on "
         "restart); 'disabled' refuses client Stream writes and reads with FAILED_PRECONDITION "
         "and drops Step writes.",
     )
     stream_default_capacity_bytes: int = Field(
-        8 * 1024 * 1024, ge=1,
+        8 * 1024 * 1024,
+        ge=1,
         description="Capacity of a Stream that declares no stream_capacity_bytes (8 MiB), "
         "shared by every Flow ID of its Flow type.",
     )
     stream_max_capacity_bytes: int = Field(
-        64 * 1024 * 1024, ge=1,
+        64 * 1024 * 1024,
+        ge=1,
         description="Limit on one Stream's capacity (64 MiB); larger declarations are reduced.",
     )
     stream_max_message_bytes: int = Field(
         1024 * 1024, ge=1, description="Limit on one message's serialized value (1 MiB)."
     )
     stream_max_total_bytes: int = Field(
-        256 * 1024 * 1024, ge=1,
+        256 * 1024 * 1024,
+        ge=1,
         description="Memory of all Streams of this server (256 MiB); past it the oldest "
         "messages of the largest Streams are trimmed.",
     )
@@ -67,11 +71,15 @@ class Settings(BaseSettings):
         96, ge=0, description="Bytes added to each message's estimated size (96)."
     )
     stream_trim_trigger_ratio: float = Field(
-        0.9, gt=0, le=1,
+        0.9,
+        gt=0,
+        le=1,
         description="Background trimming starts at this fraction of a Stream's capacity (0.9).",
     )
     stream_trim_target_ratio: float = Field(
-        0.7, gt=0, lt=1,
+        0.7,
+        gt=0,
+        lt=1,
         description="Trimming removes the oldest messages down to this fraction (0.7).",
     )
     stream_trim_workers: int = Field(
@@ -81,7 +89,8 @@ class Settings(BaseSettings):
         1000, ge=1, description="Largest pageSize of listStreamMessages (1000)."
     )
     stream_events_max_seconds: float = Field(
-        60.0, gt=0,
+        60.0,
+        gt=0,
         description="A Stream events (SSE) response ends after this long (60 s); EventSource "
         "reconnects with Last-Event-ID and resumes where it stopped, and shutdown is not held "
         "up by open streams for longer than this.",

@@ -28,8 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run the chosen scenarios and save their figures; exit 1 when one of them failed."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="shrink sizes and durations")
-    parser.add_argument("--only", action="append", metavar="NAME", choices=MODULES,
-                        help="run only this scenario (repeatable)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        choices=MODULES,
+        help="run only this scenario (repeatable)",
+    )
     args = parser.parse_args(argv)
     chosen = [m for m in MODULES if not args.only or m in args.only]
 
@@ -64,12 +69,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         elapsed = time.monotonic() - started
         load_after = os.getloadavg()[0]
-        print(f"  ({name} took {elapsed:.1f} s; 1-minute load average {load_before:.2f} before, "
-              f"{load_after:.2f} after, on {info['nproc']} CPUs)")
-        results["scenarios"][name] = {"seconds": round(elapsed, 1),
-                                      "load_average": [round(load_before, 2),
-                                                       round(load_after, 2)],
-                                      **figures}
+        print(
+            f"  ({name} took {elapsed:.1f} s; 1-minute load average {load_before:.2f} before, "
+            f"{load_after:.2f} after, on {info['nproc']} CPUs)"
+        )
+        results["scenarios"][name] = {
+            "seconds": round(elapsed, 1),
+            "load_average": [round(load_before, 2), round(load_after, 2)],
+            **figures,
+        }
 
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")

@@ -135,11 +135,13 @@ def temp_dir(prefix: str) -> Iterator[Path]:
 def dexlite_env(tmp: Path, **extra: str) -> dict[str, str]:
     """Return the environment of a server on a temp database and blob directory in ``tmp``."""
     env = dict(os.environ)
-    env.update({
-        "DEXLITE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/x.db",
-        "DEXLITE_BLOB_DIR": str(tmp / "blobs"),
-        "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
-    })
+    env.update(
+        {
+            "DEXLITE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/x.db",
+            "DEXLITE_BLOB_DIR": str(tmp / "blobs"),
+            "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+        }
+    )
     env.update(extra)
     return env
 
@@ -166,19 +168,37 @@ class Server:
 
 
 @contextlib.contextmanager
-def server(factory: str, env: Mapping[str, str], log_dir: Path,
-           ready_path: str = "/healthz") -> Iterator[Server]:
+def server(
+    factory: str, env: Mapping[str, str], log_dir: Path, ready_path: str = "/healthz"
+) -> Iterator[Server]:
     """Start ``uvicorn --factory <factory>`` on a free 127.0.0.1 port; always stop it.
 
     The server is the venv's (this) interpreter running uvicorn with warning-level logs.
     """
     port = free_port()
     log_path = log_dir / f"server-{port}.log"
-    cmd = [sys.executable, "-m", "uvicorn", "--factory", factory, "--host", "127.0.0.1",
-           "--port", str(port), "--log-level", "warning"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        factory,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(cmd, cwd=REPO, env=dict(env), stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env=dict(env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     srv = Server(process, port, log_path)
     try:
         _wait_ready(srv, ready_path)
@@ -222,8 +242,15 @@ def stop_server(srv: Server) -> None:
 WRK_MARKER = "WRKJSON "
 
 
-def run_wrk(url: str, script: Path, *, threads: int, connections: int, seconds: int,
-            env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def run_wrk(
+    url: str,
+    script: Path,
+    *,
+    threads: int,
+    connections: int,
+    seconds: int,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Run wrk with a Lua script whose ``done`` prints one ``WRKJSON {...}`` line.
 
     Returns that JSON (requests, statuses, latency percentiles in microseconds, ...) plus
@@ -231,19 +258,28 @@ def run_wrk(url: str, script: Path, *, threads: int, connections: int, seconds: 
     """
     wrk = wrk_path()
     assert wrk is not None
-    cmd = [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
-           "-s", str(script), url]
+    cmd = [
+        wrk,
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{seconds}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(script),
+        url,
+    ]
     run_env = dict(os.environ)
     run_env.update(env or {})
-    out = subprocess.run(cmd, capture_output=True, text=True, env=run_env,
-                         timeout=seconds + 60)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=run_env, timeout=seconds + 60)
     for line in out.stdout.splitlines():
         if line.startswith(WRK_MARKER):
-            data: dict[str, Any] = json.loads(line[len(WRK_MARKER):])
+            data: dict[str, Any] = json.loads(line[len(WRK_MARKER) :])
             break
     else:
-        raise RuntimeError(f"wrk printed no result (rc {out.returncode}):\n{out.stdout}\n"
-                           f"{out.stderr}")
+        raise RuntimeError(
+            f"wrk printed no result (rc {out.returncode}):\n{out.stdout}\n{out.stderr}"
+        )
     duration = data["duration_us"] / 1e6
     data["requests_per_second"] = round(data["requests"] / duration, 1) if duration else 0.0
     data["ok_per_second"] = round(data["ok"] / duration, 1) if duration else 0.0
@@ -254,18 +290,24 @@ def run_wrk(url: str, script: Path, *, threads: int, connections: int, seconds: 
 
 def wrk_missing_note() -> str:
     """Return how to install wrk."""
-    return ("wrk is not installed; install it with `apt-get install -y wrk` (Debian). Falling "
-            "back to an asyncio httpx load: the Python client saturates before the server, so "
-            "these figures understate the server.")
+    return (
+        "wrk is not installed; install it with `apt-get install -y wrk` (Debian). Falling "
+        "back to an asyncio httpx load: the Python client saturates before the server, so "
+        "these figures understate the server."
+    )
 
 
 def print_wrk(label: str, data: Mapping[str, Any]) -> None:
     """Print one wrk run."""
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(data.get("statuses", {}).items()))
     print(f"  {label}")
-    print(f"    {data['requests_per_second']:>10,.1f} req/s   ({data['requests']} requests in "
-          f"{data['duration_us'] / 1e6:.1f} s; 2xx/s {data['ok_per_second']:,.1f})")
+    print(
+        f"    {data['requests_per_second']:>10,.1f} req/s   ({data['requests']} requests in "
+        f"{data['duration_us'] / 1e6:.1f} s; 2xx/s {data['ok_per_second']:,.1f})"
+    )
     p90 = f"p90 {data['p90_us'] / 1000:.2f} ms  " if "p90_us" in data else ""
-    print(f"    latency p50 {data['p50_us'] / 1000:.2f} ms  {p90}p99 {data['p99_us'] / 1000:.2f} ms"
-          f"  max {data['max_us'] / 1000:.2f} ms")
+    print(
+        f"    latency p50 {data['p50_us'] / 1000:.2f} ms  {p90}p99 {data['p99_us'] / 1000:.2f} ms"
+        f"  max {data['max_us'] / 1000:.2f} ms"
+    )
     print(f"    statuses    {statuses or '-'}   socket errors {data.get('socket_errors', 0)}")

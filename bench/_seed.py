@@ -29,8 +29,10 @@ def chunked_state(count: int) -> dict[str, Any]:
     chunk is an archive instance named by its first sequence.
     """
     if count <= 0:
-        return {"SubscriberArchiveState": {"nextSequence": 1, "newestArchivedToken": ""},
-                f"SubscriberChunks/{CURRENT}": []}
+        return {
+            "SubscriberArchiveState": {"nextSequence": 1, "newestArchivedToken": ""},
+            f"SubscriberChunks/{CURRENT}": [],
+        }
     archived = (count - 1) // CHUNK_SIZE
     values: dict[str, Any] = {}
     for chunk in range(archived):

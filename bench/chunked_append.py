@@ -28,14 +28,25 @@ WARMUP = 5
 
 def _sizes(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"small": 100, "large": 10_000, "appends": 60, "naive_large_appends": 15,
-                "budget_s": 15.0}
-    return {"small": 100, "large": 100_000, "appends": 200, "naive_large_appends": 200,
-            "budget_s": 60.0}
+        return {
+            "small": 100,
+            "large": 10_000,
+            "appends": 60,
+            "naive_large_appends": 15,
+            "budget_s": 15.0,
+        }
+    return {
+        "small": 100,
+        "large": 100_000,
+        "appends": 200,
+        "naive_large_appends": 200,
+        "budget_s": 60.0,
+    }
 
 
-async def _interleaved(eng: engine.Engine, series: dict[str, tuple[Any, str, int]],
-                       budget_s: float) -> dict[str, list[float]]:
+async def _interleaved(
+    eng: engine.Engine, series: dict[str, tuple[Any, str, int]], budget_s: float
+) -> dict[str, list[float]]:
     """Append to every series in turn, so drift (checkpoints, GC, a noisy disk) hits all alike.
 
     ``series`` maps a name to (RPC method, Flow ID, wanted appends). Each series first does
@@ -46,14 +57,18 @@ async def _interleaved(eng: engine.Engine, series: dict[str, tuple[Any, str, int
     spent: dict[str, float] = dict.fromkeys(series, 0.0)
     n = 0
     while True:
-        active = [name for name, (_m, _f, wanted) in series.items()
-                  if len(samples[name]) < wanted and spent[name] < budget_s]
+        active = [
+            name
+            for name, (_m, _f, wanted) in series.items()
+            if len(samples[name]) < wanted and spent[name] < budget_s
+        ]
         if not active:
             return samples
         for name in active:
             method, flow_id, _wanted = series[name]
-            payload = RegisterSubscriberInput(email=f"{flow_id}-{n}@bench.example",
-                                              name=f"Bench {n}")
+            payload = RegisterSubscriberInput(
+                email=f"{flow_id}-{n}@bench.example", name=f"Bench {n}"
+            )
             started = time.perf_counter()
             await eng.invoke_rpc(method, flow_id, payload)
             elapsed = time.perf_counter() - started
@@ -69,37 +84,67 @@ async def _run(quick: bool) -> dict[str, Any]:
     chunked, naive = ChunkedSubscriberFlow(), NaiveSubscriberFlow()
     with temp_dir("chunked") as tmp:
         config = engine.EngineConfig(
-            database_url=f"sqlite+aiosqlite:///{tmp}/x.db", blob_dir=str(tmp / "blobs"),
+            database_url=f"sqlite+aiosqlite:///{tmp}/x.db",
+            blob_dir=str(tmp / "blobs"),
         )
         async with engine.Engine(engine.Registry([chunked, naive]), config) as eng:
             seed_s: dict[str, float] = {}
-            for flow, state, layout in ((chunked, chunked_state, "chunked"),
-                                        (naive, naive_state, "naive")):
+            for flow, state, layout in (
+                (chunked, chunked_state, "chunked"),
+                (naive, naive_state, "naive"),
+            ):
                 for count in (small, large):
                     started = time.perf_counter()
-                    await eng.start_flow(flow, f"{layout}-{count}", None, engine.StartFlowOptions(
-                        initial_attributes=state(count)))
+                    await eng.start_flow(
+                        flow,
+                        f"{layout}-{count}",
+                        None,
+                        engine.StartFlowOptions(initial_attributes=state(count)),
+                    )
                     seed_s[f"{layout}@{count}"] = round(time.perf_counter() - started, 3)
 
-            runs = await _interleaved(eng, {
-                f"chunked@{small}": (chunked.register_subscriber, f"chunked-{small}",
-                                     sizes["appends"]),
-                f"chunked@{large}": (chunked.register_subscriber, f"chunked-{large}",
-                                     sizes["appends"]),
-            }, sizes["budget_s"])
-            runs.update(await _interleaved(eng, {
-                f"naive@{small}": (naive.append_subscriber, f"naive-{small}", sizes["appends"]),
-                f"naive@{large}": (naive.append_subscriber, f"naive-{large}",
-                                   sizes["naive_large_appends"]),
-            }, sizes["budget_s"]))
+            runs = await _interleaved(
+                eng,
+                {
+                    f"chunked@{small}": (
+                        chunked.register_subscriber,
+                        f"chunked-{small}",
+                        sizes["appends"],
+                    ),
+                    f"chunked@{large}": (
+                        chunked.register_subscriber,
+                        f"chunked-{large}",
+                        sizes["appends"],
+                    ),
+                },
+                sizes["budget_s"],
+            )
+            runs.update(
+                await _interleaved(
+                    eng,
+                    {
+                        f"naive@{small}": (
+                            naive.append_subscriber,
+                            f"naive-{small}",
+                            sizes["appends"],
+                        ),
+                        f"naive@{large}": (
+                            naive.append_subscriber,
+                            f"naive-{large}",
+                            sizes["naive_large_appends"],
+                        ),
+                    },
+                    sizes["budget_s"],
+                )
+            )
 
             # Check the appends landed where they should, and measure what each one rewrites.
             checks: dict[str, Any] = {}
             for count in (small, large):
                 done = WARMUP + len(runs[f"chunked@{count}"])
                 got = await eng.get_attributes(
-                    f"chunked-{count}",
-                    ["SubscriberArchiveState", "SubscriberChunks/current"])
+                    f"chunked-{count}", ["SubscriberArchiveState", "SubscriberChunks/current"]
+                )
                 state = got.values["SubscriberArchiveState"]
                 current = got.values["SubscriberChunks/current"]
                 expected = count + done
@@ -132,38 +177,61 @@ def main(quick: bool) -> dict[str, Any]:
     for name, stat in stats.items():
         stat["rewritten_bytes"] = checks[name]["rewritten_bytes"]
     ratios = {
-        f"chunked_p50_{large}_over_{small}": ratio(stats[f"chunked@{large}"]["p50_ms"],
-                                                   stats[f"chunked@{small}"]["p50_ms"]),
-        f"chunked_p99_{large}_over_{small}": ratio(stats[f"chunked@{large}"]["p99_ms"],
-                                                   stats[f"chunked@{small}"]["p99_ms"]),
-        f"naive_p50_{large}_over_{small}": ratio(stats[f"naive@{large}"]["p50_ms"],
-                                                 stats[f"naive@{small}"]["p50_ms"]),
-        f"naive_p99_{large}_over_{small}": ratio(stats[f"naive@{large}"]["p99_ms"],
-                                                 stats[f"naive@{small}"]["p99_ms"]),
-        f"naive_over_chunked_p50_at_{large}": ratio(stats[f"naive@{large}"]["p50_ms"],
-                                                    stats[f"chunked@{large}"]["p50_ms"]),
+        f"chunked_p50_{large}_over_{small}": ratio(
+            stats[f"chunked@{large}"]["p50_ms"], stats[f"chunked@{small}"]["p50_ms"]
+        ),
+        f"chunked_p99_{large}_over_{small}": ratio(
+            stats[f"chunked@{large}"]["p99_ms"], stats[f"chunked@{small}"]["p99_ms"]
+        ),
+        f"naive_p50_{large}_over_{small}": ratio(
+            stats[f"naive@{large}"]["p50_ms"], stats[f"naive@{small}"]["p50_ms"]
+        ),
+        f"naive_p99_{large}_over_{small}": ratio(
+            stats[f"naive@{large}"]["p99_ms"], stats[f"naive@{small}"]["p99_ms"]
+        ),
+        f"naive_over_chunked_p50_at_{large}": ratio(
+            stats[f"naive@{large}"]["p50_ms"], stats[f"chunked@{large}"]["p50_ms"]
+        ),
     }
     all_ok = all(c["ok"] for c in checks.values())
 
     heading(f"chunked append: {small:,} vs {large:,} existing records (in-process engine)")
-    print(f"  sequential RPCs, sizes interleaved, after {WARMUP} warm-up appends each; "
-          "SQLite WAL, synchronous=FULL")
-    print(f"  {'layout@records':<18}{'appends':>8}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}"
-          f"{'value bytes':>13}")
+    print(
+        f"  sequential RPCs, sizes interleaved, after {WARMUP} warm-up appends each; "
+        "SQLite WAL, synchronous=FULL"
+    )
+    print(
+        f"  {'layout@records':<18}{'appends':>8}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}"
+        f"{'value bytes':>13}"
+    )
     for name, stat in stats.items():
-        print(f"  {name:<18}{stat['count']:>8}{stat['p50_ms']:>10.2f}{stat['p99_ms']:>10.2f}"
-              f"{stat['max_ms']:>10.2f}{stat['rewritten_bytes']:>13,}")
-    print("  value bytes: JSON size of the value an append rewrites (current chunk or the whole "
-          "list), at the end")
+        print(
+            f"  {name:<18}{stat['count']:>8}{stat['p50_ms']:>10.2f}{stat['p99_ms']:>10.2f}"
+            f"{stat['max_ms']:>10.2f}{stat['rewritten_bytes']:>13,}"
+        )
+    print(
+        "  value bytes: JSON size of the value an append rewrites (current chunk or the whole "
+        "list), at the end"
+    )
     seeds = ", ".join(f"{k} {v:.2f} s" for k, v in raw["seed_seconds"].items())
     print(f"  seeding (one start_flow commit each): {seeds}")
     print("  ratios (same run):")
     for name, value in ratios.items():
         print(f"    {name:<36}{value:>8.2f}x")
-    print(f"  state checks after the appends: {'ok' if all_ok else 'FAILED'}"
-          + ("" if all_ok else f" {checks}"))
+    print(
+        f"  state checks after the appends: {'ok' if all_ok else 'FAILED'}"
+        + ("" if all_ok else f" {checks}")
+    )
     if stats[f"naive@{large}"]["count"] < 100:
-        print(f"  note: naive@{large} was cut to {stats[f'naive@{large}']['count']} appends by "
-              f"its {sizes['budget_s']:g} s budget, so its p99 is close to its max")
-    return {"sizes": sizes, "latency": stats, "ratios": ratios, "checks": checks,
-            "checks_ok": all_ok, "seed_seconds": raw["seed_seconds"]}
+        print(
+            f"  note: naive@{large} was cut to {stats[f'naive@{large}']['count']} appends by "
+            f"its {sizes['budget_s']:g} s budget, so its p99 is close to its max"
+        )
+    return {
+        "sizes": sizes,
+        "latency": stats,
+        "ratios": ratios,
+        "checks": checks,
+        "checks_ok": all_ok,
+        "seed_seconds": raw["seed_seconds"],
+    }

@@ -51,10 +51,20 @@ NOOP_PATH = ("/noop/", "")
 
 def _sizes(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"rounds": 1, "round_seconds": 5, "sequential": 100, "budget_s": 10.0,
-                "inprocess_seconds": 2}
-    return {"rounds": 2, "round_seconds": 5, "sequential": 300, "budget_s": 20.0,
-            "inprocess_seconds": 4}
+        return {
+            "rounds": 1,
+            "round_seconds": 5,
+            "sequential": 100,
+            "budget_s": 10.0,
+            "inprocess_seconds": 2,
+        }
+    return {
+        "rounds": 2,
+        "round_seconds": 5,
+        "sequential": 300,
+        "budget_s": 20.0,
+        "inprocess_seconds": 4,
+    }
 
 
 def _slice(caller: int, n: int) -> int:
@@ -66,8 +76,9 @@ def _slice(caller: int, n: int) -> int:
 # -- sequential latency -----------------------------------------------------------------------
 
 
-def _sequential(clients: dict[str, tuple[httpx.Client, tuple[str, str]]], count: int,
-                budget_s: float) -> dict[str, dict[str, Any]]:
+def _sequential(
+    clients: dict[str, tuple[httpx.Client, tuple[str, str]]], count: int, budget_s: float
+) -> dict[str, dict[str, Any]]:
     """POST one request at a time, alternating between the servers, rotating targets."""
     samples: dict[str, list[float]] = {label: [] for label in clients}
     bad = dict.fromkeys(clients, 0)
@@ -75,8 +86,11 @@ def _sequential(clients: dict[str, tuple[httpx.Client, tuple[str, str]]], count:
     for n in range(SEQUENTIAL_WARMUP + count):
         for label, (client, (prefix, suffix)) in clients.items():
             started = time.perf_counter()
-            response = client.post(f"{prefix}{n % TARGETS}{suffix}", content=BODY,
-                                   headers={"Content-Type": "application/json"})
+            response = client.post(
+                f"{prefix}{n % TARGETS}{suffix}",
+                content=BODY,
+                headers={"Content-Type": "application/json"},
+            )
             elapsed = time.perf_counter() - started
             bad[label] += not response.is_success
             if n >= SEQUENTIAL_WARMUP:
@@ -108,8 +122,11 @@ async def _httpx_load(url_prefix: str, suffix: str, seconds: int) -> dict[str, A
             while time.monotonic() < deadline:
                 n += 1
                 started = time.perf_counter()
-                response = await client.post(f"{url_prefix}{_slice(w, n)}{suffix}", content=BODY,
-                                             headers={"Content-Type": "application/json"})
+                response = await client.post(
+                    f"{url_prefix}{_slice(w, n)}{suffix}",
+                    content=BODY,
+                    headers={"Content-Type": "application/json"},
+                )
                 latencies.append(time.perf_counter() - started)
                 statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
 
@@ -119,9 +136,13 @@ async def _httpx_load(url_prefix: str, suffix: str, seconds: int) -> dict[str, A
     ok = sum(c for s, c in statuses.items() if 200 <= s < 300)
     lat = latency_summary(latencies)
     return {
-        "requests": len(latencies), "duration_us": int(duration * 1e6), "ok": ok,
-        "statuses": {str(k): v for k, v in statuses.items()}, "socket_errors": 0,
-        "p50_us": int(lat["p50_ms"] * 1000), "p99_us": int(lat["p99_ms"] * 1000),
+        "requests": len(latencies),
+        "duration_us": int(duration * 1e6),
+        "ok": ok,
+        "statuses": {str(k): v for k, v in statuses.items()},
+        "socket_errors": 0,
+        "p50_us": int(lat["p50_ms"] * 1000),
+        "p99_us": int(lat["p99_ms"] * 1000),
         "max_us": int(lat["max_ms"] * 1000),
         "command": f"httpx asyncio fallback, {CONNECTIONS} connections, {seconds} s",
     }
@@ -131,11 +152,21 @@ def _load(base: str, path: tuple[str, str], seconds: int) -> dict[str, Any]:
     prefix, suffix = path
     if not wrk_path():
         return asyncio.run(_httpx_load(base + prefix, suffix, seconds))
-    return run_wrk(base + prefix + "0" + suffix, LUA_DIR / "post.lua", threads=WRK_THREADS,
-                   connections=CONNECTIONS, seconds=seconds,
-                   env={"BENCH_MODE": "rotate", "BENCH_PREFIX": prefix, "BENCH_SUFFIX": suffix,
-                        "BENCH_BODY": BODY, "BENCH_TARGETS": str(TARGETS),
-                        "BENCH_THREADS": str(WRK_THREADS)})
+    return run_wrk(
+        base + prefix + "0" + suffix,
+        LUA_DIR / "post.lua",
+        threads=WRK_THREADS,
+        connections=CONNECTIONS,
+        seconds=seconds,
+        env={
+            "BENCH_MODE": "rotate",
+            "BENCH_PREFIX": prefix,
+            "BENCH_SUFFIX": suffix,
+            "BENCH_BODY": BODY,
+            "BENCH_TARGETS": str(TARGETS),
+            "BENCH_THREADS": str(WRK_THREADS),
+        },
+    )
 
 
 def _combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -148,7 +179,10 @@ def _combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     requests = sum(r["requests"] for r in rounds)
     ok = sum(r["ok"] for r in rounds)
     return {
-        "requests": requests, "ok": ok, "duration_us": duration, "statuses": statuses,
+        "requests": requests,
+        "ok": ok,
+        "duration_us": duration,
+        "statuses": statuses,
         "socket_errors": sum(r.get("socket_errors", 0) for r in rounds),
         "p50_us": int(statistics.median(r["p50_us"] for r in rounds)),
         "p99_us": max(r["p99_us"] for r in rounds),
@@ -179,8 +213,9 @@ async def _inprocess(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
     bound method (the Flow type is known).
     """
     flow = CounterFlow()
-    config = engine.EngineConfig(database_url=f"sqlite+aiosqlite:///{tmp}/inproc.db",
-                                 blob_dir=str(tmp / "inproc-blobs"))
+    config = engine.EngineConfig(
+        database_url=f"sqlite+aiosqlite:///{tmp}/inproc.db", blob_dir=str(tmp / "inproc-blobs")
+    )
     out: dict[str, Any] = {}
     async with engine.Engine(engine.Registry([flow]), config) as eng:
         for n in range(TARGETS):
@@ -225,19 +260,31 @@ async def _inprocess(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
 def _over_http(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
     bare_db = tmp / "bare.db"
     bare_env = dexlite_env(tmp, **{BARE_DB_ENV: str(bare_db), BARE_ROWS_ENV: str(TARGETS)})
-    with server("bench._server:rpc_app", dexlite_env(tmp), tmp) as rpc_srv, \
-            server("bench._server:bare_app", bare_env, tmp) as bare_srv, \
-            httpx.Client(base_url=rpc_srv.url, timeout=30.0) as rpc_client, \
-            httpx.Client(base_url=bare_srv.url, timeout=30.0) as bare_client:
+    with (
+        server("bench._server:rpc_app", dexlite_env(tmp), tmp) as rpc_srv,
+        server("bench._server:bare_app", bare_env, tmp) as bare_srv,
+        httpx.Client(base_url=rpc_srv.url, timeout=30.0) as rpc_client,
+        httpx.Client(base_url=bare_srv.url, timeout=30.0) as bare_client,
+    ):
         for n in range(TARGETS):
-            rpc_client.post("/api/v1/flows", json={
-                "flowType": "CounterFlow", "flowId": f"{FLOW_PREFIX}{n}", "input": None,
-            }).raise_for_status()
-        sequential = _sequential({"rpc": (rpc_client, RPC_PATH),
-                                  "commit": (bare_client, COMMIT_PATH)},
-                                 sizes["sequential"], sizes["budget_s"])
-        targets = {"rpc": (rpc_srv.url, RPC_PATH), "commit": (bare_srv.url, COMMIT_PATH),
-                   "noop": (bare_srv.url, NOOP_PATH)}
+            rpc_client.post(
+                "/api/v1/flows",
+                json={
+                    "flowType": "CounterFlow",
+                    "flowId": f"{FLOW_PREFIX}{n}",
+                    "input": None,
+                },
+            ).raise_for_status()
+        sequential = _sequential(
+            {"rpc": (rpc_client, RPC_PATH), "commit": (bare_client, COMMIT_PATH)},
+            sizes["sequential"],
+            sizes["budget_s"],
+        )
+        targets = {
+            "rpc": (rpc_srv.url, RPC_PATH),
+            "commit": (bare_srv.url, COMMIT_PATH),
+            "noop": (bare_srv.url, NOOP_PATH),
+        }
         rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in targets}
         for _ in range(sizes["rounds"]):
             for label, (base, path) in targets.items():
@@ -246,8 +293,9 @@ def _over_http(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
         time.sleep(1.0)  # let replies wrk stopped reading finish committing
         total = 0
         for n in range(TARGETS):
-            response = rpc_client.get(f"/api/v1/flows/{FLOW_PREFIX}{n}/attributes",
-                                      params={"name": "Counter"})
+            response = rpc_client.get(
+                f"/api/v1/flows/{FLOW_PREFIX}{n}/attributes", params={"name": "Counter"}
+            )
             response.raise_for_status()
             total += response.json()["values"].get("Counter", 0)
         _check(loads["rpc"], total, sequential["rpc"]["ok"])
@@ -266,54 +314,81 @@ def main(quick: bool) -> dict[str, Any]:
         inproc = asyncio.run(_inprocess(tmp, sizes))
     seq, par = http["sequential"], http["parallel"]
     ratios = {
-        "rpc_per_s_over_bare_commit_per_s": ratio(par["rpc"]["ok_per_second"],
-                                                  par["commit"]["ok_per_second"]),
-        "rpc_per_s_over_noop_per_s": ratio(par["rpc"]["ok_per_second"],
-                                           par["noop"]["ok_per_second"]),
-        "bare_commit_per_s_over_noop_per_s": ratio(par["commit"]["ok_per_second"],
-                                                   par["noop"]["ok_per_second"]),
-        "sequential_rpc_p50_over_bare_commit_p50": ratio(seq["rpc"]["p50_ms"],
-                                                         seq["commit"]["p50_ms"]),
+        "rpc_per_s_over_bare_commit_per_s": ratio(
+            par["rpc"]["ok_per_second"], par["commit"]["ok_per_second"]
+        ),
+        "rpc_per_s_over_noop_per_s": ratio(
+            par["rpc"]["ok_per_second"], par["noop"]["ok_per_second"]
+        ),
+        "bare_commit_per_s_over_noop_per_s": ratio(
+            par["commit"]["ok_per_second"], par["noop"]["ok_per_second"]
+        ),
+        "sequential_rpc_p50_over_bare_commit_p50": ratio(
+            seq["rpc"]["p50_ms"], seq["commit"]["p50_ms"]
+        ),
         "http_rpc_per_s_over_in_process_rpc_per_s": ratio(
-            par["rpc"]["ok_per_second"], inproc["parallel_by_name"]["rpcs_per_second"]),
+            par["rpc"]["ok_per_second"], inproc["parallel_by_name"]["rpcs_per_second"]
+        ),
         "in_process_by_method_over_by_name": ratio(
             inproc["parallel_by_method"]["rpcs_per_second"],
-            inproc["parallel_by_name"]["rpcs_per_second"]),
+            inproc["parallel_by_name"]["rpcs_per_second"],
+        ),
     }
 
     heading("RPC round trips over HTTP vs a bare FastAPI endpoint doing one SQLite commit")
     print("  both: uvicorn, 1 process each, SQLite WAL synchronous=FULL, 127.0.0.1")
     if note:
         print(f"  note: {note}")
-    print(f"  sequential httpx client, servers alternating, {SEQUENTIAL_WARMUP} warm-up "
-          "requests each:")
+    print(
+        f"  sequential httpx client, servers alternating, {SEQUENTIAL_WARMUP} warm-up "
+        "requests each:"
+    )
     for label, stat in (("dexlite RPC", seq["rpc"]), ("bare commit", seq["commit"])):
-        print(f"    {label:<14} p50 {stat['p50_ms']:.2f} ms  p99 {stat['p99_ms']:.2f} ms  "
-              f"({stat['count']} requests, non-2xx {stat['non_2xx']})")
-    print(f"  {CONNECTIONS} connections, {sizes['rounds']} alternating round(s) of "
-          f"{sizes['round_seconds']} s per target; p50 = median of rounds, p99 = worst round")
-    for label, title in (("rpc", f"dexlite RPC increment, {TARGETS} Flows"),
-                         ("commit", f"bare FastAPI + sqlite3 commit, {TARGETS} rows"),
-                         ("noop", "bare FastAPI no-op (the HTTP ceiling)")):
+        print(
+            f"    {label:<14} p50 {stat['p50_ms']:.2f} ms  p99 {stat['p99_ms']:.2f} ms  "
+            f"({stat['count']} requests, non-2xx {stat['non_2xx']})"
+        )
+    print(
+        f"  {CONNECTIONS} connections, {sizes['rounds']} alternating round(s) of "
+        f"{sizes['round_seconds']} s per target; p50 = median of rounds, p99 = worst round"
+    )
+    for label, title in (
+        ("rpc", f"dexlite RPC increment, {TARGETS} Flows"),
+        ("commit", f"bare FastAPI + sqlite3 commit, {TARGETS} rows"),
+        ("noop", "bare FastAPI no-op (the HTTP ceiling)"),
+    ):
         rates = ", ".join(f"{r:,.0f}" for r in par[label]["round_ok_per_second"])
         print_wrk(f"{title}: rounds {rates} 2xx/s", par[label])
     print(f"    load: {par['rpc']['command']}")
     for label, title in (("rpc", "dexlite RPC"), ("commit", "bare commit")):
         load = par[label]
-        print(f"  {title}: stored increments {load['committed']} = 2xx + "
-              f"{load['cut_off_in_flight']} cut off in flight: "
-              f"{'ok' if load['state_ok'] else 'MISMATCH'}")
+        print(
+            f"  {title}: stored increments {load['committed']} = 2xx + "
+            f"{load['cut_off_in_flight']} cut off in flight: "
+            f"{'ok' if load['state_ok'] else 'MISMATCH'}"
+        )
     iseq = inproc["sequential_by_name"]
-    print(f"  in-process engine.invoke_rpc, no HTTP ({CONNECTIONS} concurrent callers, "
-          f"{sizes['inprocess_seconds']} s each; CPU counts every thread of the process):")
+    print(
+        f"  in-process engine.invoke_rpc, no HTTP ({CONNECTIONS} concurrent callers, "
+        f"{sizes['inprocess_seconds']} s each; CPU counts every thread of the process):"
+    )
     print(f"    sequential by name   p50 {iseq['p50_ms']:.2f} ms  p99 {iseq['p99_ms']:.2f} ms")
     for label in ("by_name", "by_method"):
         got = inproc[f"parallel_{label}"]
-        print(f"    {label.replace('_', ' '):<20} {got['rpcs_per_second']:>8,.1f} RPC/s   "
-              f"{got['cpu_ms_per_rpc']:.2f} ms CPU per RPC")
+        print(
+            f"    {label.replace('_', ' '):<20} {got['rpcs_per_second']:>8,.1f} RPC/s   "
+            f"{got['cpu_ms_per_rpc']:.2f} ms CPU per RPC"
+        )
     print("  ratios (same run):")
     for name, value in ratios.items():
         print(f"    {name:<44}{value:>8.2f}x")
     ok = par["rpc"]["state_ok"] and par["commit"]["state_ok"]
-    return {"sizes": sizes, "sequential": seq, "parallel": par, "in_process": inproc,
-            "ratios": ratios, "checks_ok": ok, "load_note": note}
+    return {
+        "sizes": sizes,
+        "sequential": seq,
+        "parallel": par,
+        "in_process": inproc,
+        "ratios": ratios,
+        "checks_ok": ok,
+        "load_note": note,
+    }

@@ -41,12 +41,22 @@ async def _seed(eng: engine.Engine, count: int) -> float:
     began = time.perf_counter()
     for first in range(0, count, CONCURRENT_STARTS):
         batch = range(first, min(first + CONCURRENT_STARTS, count))
-        await asyncio.gather(*[
-            eng.start_flow(SearchBenchFlow, f"flow-{i:07}", options=StartFlowOptions(
-                initial_attributes={"status": f"s{i % KEYWORDS}", "amount": i,
-                                    "note": f"not indexed {i}"}))
-            for i in batch
-        ])
+        await asyncio.gather(
+            *[
+                eng.start_flow(
+                    SearchBenchFlow,
+                    f"flow-{i:07}",
+                    options=StartFlowOptions(
+                        initial_attributes={
+                            "status": f"s{i % KEYWORDS}",
+                            "amount": i,
+                            "note": f"not indexed {i}",
+                        }
+                    ),
+                )
+                for i in batch
+            ]
+        )
     return time.perf_counter() - began
 
 
@@ -63,7 +73,8 @@ async def _run(count: int, calls: int) -> dict[str, Any]:
     rng = random.Random(7)
     with temp_dir("search") as tmp:
         config = engine.EngineConfig(
-            database_url=f"sqlite+aiosqlite:///{tmp}/search.db", blob_dir=str(tmp / "blobs"),
+            database_url=f"sqlite+aiosqlite:///{tmp}/search.db",
+            blob_dir=str(tmp / "blobs"),
             sqlite_synchronous="NORMAL",
         )
         async with engine.Engine(engine.Registry([SearchBenchFlow()]), config) as eng:
@@ -73,7 +84,8 @@ async def _run(count: int, calls: int) -> dict[str, Any]:
             async def keyword() -> None:
                 k = rng.randrange(KEYWORDS)
                 page = await eng.search_flows(
-                    f"FlowType = 'SearchBenchFlow' AND keyword1 = 's{k}'", 100)
+                    f"FlowType = 'SearchBenchFlow' AND keyword1 = 's{k}'", 100
+                )
                 assert len(page.flows) == min(100, span)
 
             async def int_range() -> None:
@@ -105,10 +117,17 @@ async def _run(count: int, calls: int) -> dict[str, Any]:
             await _time(calls, int_range_second_page)
             figures["int_range_second_page"] = latency_summary(second_page)
         size = (tmp / "search.db").stat().st_size + sum(
-            p.stat().st_size for p in tmp.glob("search.db-*"))
-    return {"flows": count, "seed_seconds": round(seed_seconds, 1),
-            "seed_flows_per_second": round(count / seed_seconds), "database_mb":
-            round(size / 1e6, 1), "matches_per_query": span, "page_size": 100, **figures}
+            p.stat().st_size for p in tmp.glob("search.db-*")
+        )
+    return {
+        "flows": count,
+        "seed_seconds": round(seed_seconds, 1),
+        "seed_flows_per_second": round(count / seed_seconds),
+        "database_mb": round(size / 1e6, 1),
+        "matches_per_query": span,
+        "page_size": 100,
+        **figures,
+    }
 
 
 def main(quick: bool) -> dict[str, Any]:
@@ -116,15 +135,21 @@ def main(quick: bool) -> dict[str, Any]:
     count, calls = (10_000, 100) if quick else (100_000, 300)
     heading(f"search: SearchFlows and GetAttributes at {count:,} Flows")
     figures = asyncio.run(_run(count, calls))
-    print(f"  seeded {figures['flows']:,} Flows in {figures['seed_seconds']} s "
-          f"({figures['seed_flows_per_second']:,}/s, start_flow with 3 initial Attributes, "
-          f"{CONCURRENT_STARTS} at a time); database {figures['database_mb']} MB")
-    print(f"  each query matches {figures['matches_per_query']:,} Flows; pages of 100; "
-          f"{calls} sequential calls each, in process")
-    for label, key in (("KEYWORD equality (FlowType-scoped)", "keyword_equality"),
-                       ("INT range (BETWEEN)", "int_range"),
-                       ("INT range, second page by token", "int_range_second_page"),
-                       ("GetAttributes (2 Attributes)", "get_attributes")):
+    print(
+        f"  seeded {figures['flows']:,} Flows in {figures['seed_seconds']} s "
+        f"({figures['seed_flows_per_second']:,}/s, start_flow with 3 initial Attributes, "
+        f"{CONCURRENT_STARTS} at a time); database {figures['database_mb']} MB"
+    )
+    print(
+        f"  each query matches {figures['matches_per_query']:,} Flows; pages of 100; "
+        f"{calls} sequential calls each, in process"
+    )
+    for label, key in (
+        ("KEYWORD equality (FlowType-scoped)", "keyword_equality"),
+        ("INT range (BETWEEN)", "int_range"),
+        ("INT range, second page by token", "int_range_second_page"),
+        ("GetAttributes (2 Attributes)", "get_attributes"),
+    ):
         f = figures[key]
         print(f"  {label:36} p50 {f['p50_ms']:8.2f} ms   p99 {f['p99_ms']:8.2f} ms")
     return figures

@@ -91,10 +91,8 @@ def registry() -> engine.Registry:
 
 def _sizes(quick: bool) -> dict[str, int]:
     if quick:
-        return {"step_writes": 20_000, "client_writes": 5_000, "load_seconds": 5,
-                "wakeups": 100}
-    return {"step_writes": 100_000, "client_writes": 20_000, "load_seconds": 10,
-            "wakeups": 400}
+        return {"step_writes": 20_000, "client_writes": 5_000, "load_seconds": 5, "wakeups": 100}
+    return {"step_writes": 100_000, "client_writes": 20_000, "load_seconds": 10, "wakeups": 400}
 
 
 # -- in process -------------------------------------------------------------------------------
@@ -117,33 +115,43 @@ async def _step_rate(eng: engine.Engine, flow: type[Flow[Any]], flow_id: str, n:
 
 
 async def _inprocess(tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
-    config = engine.EngineConfig(database_url=f"sqlite+aiosqlite:///{tmp}/inproc.db",
-                                 blob_dir=str(tmp / "inproc-blobs"))
+    config = engine.EngineConfig(
+        database_url=f"sqlite+aiosqlite:///{tmp}/inproc.db", blob_dir=str(tmp / "inproc-blobs")
+    )
     out: dict[str, Any] = {}
     async with engine.Engine(registry(), config) as eng:
         n = sizes["step_writes"]
         await _step_rate(eng, StreamBenchFlow, "warmup", 1000)
         out["step_async_writes_per_s"] = round(await _step_rate(eng, StreamBenchFlow, "a", n))
         out["step_sync_generator_writes_per_s"] = round(
-            await _step_rate(eng, SyncStreamBenchFlow, "s", n))
+            await _step_rate(eng, SyncStreamBenchFlow, "s", n)
+        )
 
         count = sizes["client_writes"]
         started = time.perf_counter()
         for i in range(count):
-            await eng.write_stream(f"c{i % TARGETS}", "progress", "tick 0123456789",
-                                   source="bench", flow_type=StreamBenchFlow)
+            await eng.write_stream(
+                f"c{i % TARGETS}",
+                "progress",
+                "tick 0123456789",
+                source="bench",
+                flow_type=StreamBenchFlow,
+            )
         out["client_engine_writes_per_s"] = round(count / (time.perf_counter() - started))
 
         samples: list[float] = []
-        token = await eng.write_stream("w", "progress", "start", source="bench",
-                                       flow_type=StreamBenchFlow)
+        token = await eng.write_stream(
+            "w", "progress", "start", source="bench", flow_type=StreamBenchFlow
+        )
         for i in range(sizes["wakeups"]):
-            reader = asyncio.create_task(eng.read_stream(
-                "w", "progress", token, wait_seconds=30, flow_type=StreamBenchFlow))
+            reader = asyncio.create_task(
+                eng.read_stream("w", "progress", token, wait_seconds=30, flow_type=StreamBenchFlow)
+            )
             await asyncio.sleep(0.002)
             issued = time.perf_counter()
-            await eng.write_stream("w", "progress", f"wake {i}", source="bench",
-                                   flow_type=StreamBenchFlow)
+            await eng.write_stream(
+                "w", "progress", f"wake {i}", source="bench", flow_type=StreamBenchFlow
+            )
             message = await reader
             samples.append(time.perf_counter() - issued)
             assert message is not None and message.value == f"wake {i}"
@@ -169,7 +177,9 @@ async def _httpx_load(base: str, seconds: int) -> dict[str, Any]:
                 started = time.perf_counter()
                 response = await client.post(
                     f"/api/v1/streams/StreamBenchFlow/h{n % TARGETS}/progress/messages",
-                    content=BODY, headers={"Content-Type": "application/json"})
+                    content=BODY,
+                    headers={"Content-Type": "application/json"},
+                )
                 latencies.append(time.perf_counter() - started)
                 statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
 
@@ -179,11 +189,14 @@ async def _httpx_load(base: str, seconds: int) -> dict[str, Any]:
     lat = latency_summary(latencies)
     ok = sum(c for s, c in statuses.items() if 200 <= s < 300)
     return {
-        "requests": len(latencies), "ok": ok, "duration_us": int(duration * 1e6),
+        "requests": len(latencies),
+        "ok": ok,
+        "duration_us": int(duration * 1e6),
         "statuses": {str(k): v for k, v in statuses.items()},
         "requests_per_second": round(len(latencies) / duration, 1),
         "ok_per_second": round(ok / duration, 1),
-        "p50_us": int(lat["p50_ms"] * 1000), "p99_us": int(lat["p99_ms"] * 1000),
+        "p50_us": int(lat["p50_ms"] * 1000),
+        "p99_us": int(lat["p99_ms"] * 1000),
         "max_us": int(lat["max_ms"] * 1000),
         "command": f"httpx asyncio fallback, {CONNECTIONS} connections, {seconds} s",
     }
@@ -194,29 +207,44 @@ def _client_load(base: str, seconds: int) -> dict[str, Any]:
         print("  " + wrk_missing_note())
         return asyncio.run(_httpx_load(base, seconds))
     prefix = "/api/v1/streams/StreamBenchFlow/h"
-    return run_wrk(base + prefix + "0/progress/messages", LUA_DIR / "post.lua",
-                   threads=WRK_THREADS, connections=CONNECTIONS, seconds=seconds,
-                   env={"BENCH_MODE": "rotate", "BENCH_PREFIX": prefix,
-                        "BENCH_SUFFIX": "/progress/messages", "BENCH_BODY": BODY,
-                        "BENCH_TARGETS": str(TARGETS), "BENCH_THREADS": str(WRK_THREADS)})
+    return run_wrk(
+        base + prefix + "0/progress/messages",
+        LUA_DIR / "post.lua",
+        threads=WRK_THREADS,
+        connections=CONNECTIONS,
+        seconds=seconds,
+        env={
+            "BENCH_MODE": "rotate",
+            "BENCH_PREFIX": prefix,
+            "BENCH_SUFFIX": "/progress/messages",
+            "BENCH_BODY": BODY,
+            "BENCH_TARGETS": str(TARGETS),
+            "BENCH_THREADS": str(WRK_THREADS),
+        },
+    )
 
 
 async def _http_wakeups(base: str, count: int) -> dict[str, Any]:
     path = "/api/v1/streams/StreamBenchFlow/wake/progress"
     rng = random.Random(7)
     samples: list[float] = []
-    async with httpx.AsyncClient(base_url=base, timeout=60) as reader, \
-            httpx.AsyncClient(base_url=base, timeout=60) as writer:
-        token = (await writer.post(path + "/messages",
-                                   json={"source": "bench", "value": "start"})).json()
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=60) as reader,
+        httpx.AsyncClient(base_url=base, timeout=60) as writer,
+    ):
+        token = (
+            await writer.post(path + "/messages", json={"source": "bench", "value": "start"})
+        ).json()
         token = token["resumeToken"]
         for i in range(count):
-            waiting = asyncio.create_task(reader.get(
-                path + "/next", params={"resumeToken": token, "waitSeconds": 30}))
+            waiting = asyncio.create_task(
+                reader.get(path + "/next", params={"resumeToken": token, "waitSeconds": 30})
+            )
             await asyncio.sleep(0.01 + rng.random() * 0.01)  # the reader is parked by now
             issued = time.perf_counter()
-            written = await writer.post(path + "/messages",
-                                        json={"source": "bench", "value": f"wake {i}"})
+            written = await writer.post(
+                path + "/messages", json={"source": "bench", "value": f"wake {i}"}
+            )
             response = await waiting
             samples.append(time.perf_counter() - issued)
             message = response.json()["message"]
@@ -227,14 +255,20 @@ async def _http_wakeups(base: str, count: int) -> dict[str, Any]:
 
 
 def _http(tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
-    env = dexlite_env(tmp, DEXLITE_REGISTRY="bench.streams:registry",
-                      DEXLITE_STREAM_MAX_TOTAL_BYTES=str(1024 * 1024 * 1024))
+    env = dexlite_env(
+        tmp,
+        DEXLITE_REGISTRY="bench.streams:registry",
+        DEXLITE_STREAM_MAX_TOTAL_BYTES=str(1024 * 1024 * 1024),
+    )
     out: dict[str, Any] = {}
     with server("app.main:create_app", env, tmp) as srv:
         with httpx.Client(base_url=srv.url, timeout=30) as client:
             for i in range(200):  # warm up
-                client.post(f"/api/v1/streams/StreamBenchFlow/h{i % TARGETS}/progress/messages",
-                            content=BODY, headers={"Content-Type": "application/json"})
+                client.post(
+                    f"/api/v1/streams/StreamBenchFlow/h{i % TARGETS}/progress/messages",
+                    content=BODY,
+                    headers={"Content-Type": "application/json"},
+                )
         out["client_http"] = _client_load(srv.url, sizes["load_seconds"])
         out["wakeup_http"] = asyncio.run(_http_wakeups(srv.url, sizes["wakeups"]))
     return out
@@ -251,19 +285,26 @@ def main(quick: bool) -> dict[str, Any]:
     n = sizes["step_writes"]
     print(f"  Step writes ({n:,} in one invocation, in process)")
     print(f"    async def Step, stream.write       {figures['step_async_writes_per_s']:>10,} /s")
-    print(f"    sync generator Step, yield write   "
-          f"{figures['step_sync_generator_writes_per_s']:>10,} /s")
+    print(
+        f"    sync generator Step, yield write   "
+        f"{figures['step_sync_generator_writes_per_s']:>10,} /s"
+    )
     print("  client writes")
     print(f"    Engine.write_stream, sequential    {figures['client_engine_writes_per_s']:>10,} /s")
-    print_wrk(f"POST .../messages over HTTP, {CONNECTIONS} connections, {TARGETS} Flow IDs",
-              figures["client_http"])
-    for label, key in (("over HTTP (write issued -> reader answered)", "wakeup_http"),
-                       ("in process (write_stream -> read_stream returned)",
-                        "wakeup_inprocess")):
+    print_wrk(
+        f"POST .../messages over HTTP, {CONNECTIONS} connections, {TARGETS} Flow IDs",
+        figures["client_http"],
+    )
+    for label, key in (
+        ("over HTTP (write issued -> reader answered)", "wakeup_http"),
+        ("in process (write_stream -> read_stream returned)", "wakeup_inprocess"),
+    ):
         lat = figures[key]
         print(f"  ReadStream wake-up {label}, {lat['count']} samples")
-        print(f"    p50 {lat['p50_ms']:.2f} ms  p99 {lat['p99_ms']:.2f} ms  "
-              f"max {lat['max_ms']:.2f} ms")
+        print(
+            f"    p50 {lat['p50_ms']:.2f} ms  p99 {lat['p99_ms']:.2f} ms  "
+            f"max {lat['max_ms']:.2f} ms"
+        )
     return figures
 
 

@@ -109,8 +109,17 @@ class _Instance:
 class _StreamState:
     """One (Flow type, Stream): its capacity, usage and every Flow ID's messages."""
 
-    __slots__ = ("flow_type", "name", "capacity", "usage", "next_seq", "instances", "order",
-                 "trim_target", "trim_task")
+    __slots__ = (
+        "flow_type",
+        "name",
+        "capacity",
+        "usage",
+        "next_seq",
+        "instances",
+        "order",
+        "trim_target",
+        "trim_task",
+    )
 
     def __init__(self, flow_type: str, name: str, capacity: int) -> None:
         self.flow_type = flow_type
@@ -160,8 +169,12 @@ class MemoryStreamStore:
 
     def message_size(self, flow_id: str, source: str, text: str) -> int:
         """Return a message's estimated size: value, Flow ID, source and the overhead."""
-        return (len(text.encode("utf-8")) + len(flow_id.encode("utf-8"))
-                + len(source.encode("utf-8")) + self.config.message_overhead_bytes)
+        return (
+            len(text.encode("utf-8"))
+            + len(flow_id.encode("utf-8"))
+            + len(source.encode("utf-8"))
+            + self.config.message_overhead_bytes
+        )
 
     def state(self, flow_type: str, name: str, capacity: int) -> _StreamState:
         """Return the state of one (Flow type, Stream), creating it empty."""
@@ -175,8 +188,12 @@ class MemoryStreamStore:
         state = self._streams.get((flow_type, name))
         if state is None:
             return {"usage": 0, "messages": 0, "trimming": False, "capacity": None}
-        return {"usage": state.usage, "messages": len(state.order),
-                "trimming": state.trim_task is not None, "capacity": state.capacity}
+        return {
+            "usage": state.usage,
+            "messages": len(state.order),
+            "trimming": state.trim_task is not None,
+            "capacity": state.capacity,
+        }
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -192,7 +209,8 @@ class MemoryStreamStore:
         if value_bytes > config.max_message_bytes:
             raise _exhausted(
                 f"the message value is {value_bytes} bytes; {where} accepts at most "
-                f"{config.max_message_bytes} bytes per message; do not retry", retryable=False,
+                f"{config.max_message_bytes} bytes per message; do not retry",
+                retryable=False,
             )
         state = self.state(flow_type, name, capacity)
         size = value_bytes + self.message_size(flow_id, source, "")
@@ -200,19 +218,22 @@ class MemoryStreamStore:
             raise _exhausted(
                 f"the message needs about {size} bytes, more than the capacity of {where} "
                 f"({min(state.capacity, config.max_total_bytes)} bytes); it can never fit, "
-                "do not retry", retryable=False,
+                "do not retry",
+                retryable=False,
             )
         if state.usage + size > state.capacity:
             self._request_trim(state, state.capacity - size)
             raise _exhausted(
                 f"{where} is at its capacity of {state.capacity} bytes; trimming is making "
-                "room, retry after a short delay", retryable=True,
+                "room, retry after a short delay",
+                retryable=True,
             )
         if self.total + size > config.max_total_bytes:
             self._request_room(self.total + size - config.max_total_bytes)
             raise _exhausted(
                 f"the server's Streams hold their limit of {config.max_total_bytes} bytes; "
-                "trimming the largest Streams, retry after a short delay", retryable=True,
+                "trimming the largest Streams, retry after a short delay",
+                retryable=True,
             )
         message = _Message(state.next_seq, flow_id, text, source, self.clock.now(), size)
         state.next_seq += 1
@@ -242,8 +263,7 @@ class MemoryStreamStore:
         key = (flow_type, name, flow_id)
         while True:
             if self.closed:
-                raise FailedPreconditionError("the Stream Store is closed",
-                                              operation="readStream")
+                raise FailedPreconditionError("the Stream Store is closed", operation="readStream")
             state = self._streams.get((flow_type, name))
             instance = state.instances.get(flow_id) if state is not None else None
             if instance is not None:
@@ -273,8 +293,9 @@ class MemoryStreamStore:
         """Return up to ``size`` messages older than ``before`` (or the tail), newest first,
         and whether older retained messages remain."""
         if self.closed:
-            raise FailedPreconditionError("the Stream Store is closed",
-                                          operation="listStreamMessages")
+            raise FailedPreconditionError(
+                "the Stream Store is closed", operation="listStreamMessages"
+            )
         state = self._streams.get((flow_type, name))
         instance = state.instances.get(flow_id) if state is not None else None
         if instance is None:
@@ -343,8 +364,7 @@ class MemoryStreamStore:
 
 
 def _exhausted(detail: str, *, retryable: bool) -> ResourceExhaustedError:
-    return ResourceExhaustedError(detail, operation="writeStream",
-                                  extra={"retryable": retryable})
+    return ResourceExhaustedError(detail, operation="writeStream", extra={"retryable": retryable})
 
 
 # -- tokens -----------------------------------------------------------------------------------
@@ -373,9 +393,7 @@ def _decode_token(
     except (ValueError, UnicodeDecodeError, binascii.Error):
         raise error(f"{field} is malformed", field=field) from None
     if found_binding != binding:
-        raise error(
-            f"{field} was issued for another Flow type, Flow ID or Stream", field=field
-        )
+        raise error(f"{field} was issued for another Flow type, Flow ID or Stream", field=field)
     return epoch, seq
 
 
@@ -402,22 +420,23 @@ class StreamService:
             if flow_type is not None:
                 spec = self.registry.spec(flow_type)
                 if spec.streams.get(stream.name) is not stream:
-                    raise StreamNotFoundError(
-                        f"Flow type {flow_type} does not declare {stream!r}"
-                    )
+                    raise StreamNotFoundError(f"Flow type {flow_type} does not declare {stream!r}")
                 return flow_type, stream
-            owners = [s.flow_type for s in self.registry.specs()
-                      if s.streams.get(stream.name) is stream]
+            owners = [
+                s.flow_type for s in self.registry.specs() if s.streams.get(stream.name) is stream
+            ]
             if len(owners) != 1:
                 raise StreamNotFoundError(
                     f"{stream!r} is declared by {len(owners)} registered Flow types; "
-                    "pass flow_type to choose one" if owners else
-                    f"{stream!r} is not declared by a registered Flow type"
+                    "pass flow_type to choose one"
+                    if owners
+                    else f"{stream!r} is not declared by a registered Flow type"
                 )
             return owners[0], stream
         if flow_type is None:
-            raise InvalidArgumentError("flow_type is needed when the Stream is given by name",
-                                       field="flowType")
+            raise InvalidArgumentError(
+                "flow_type is needed when the Stream is given by name", field="flowType"
+            )
         spec = self.registry.spec(flow_type)
         found = spec.streams.get(stream) if isinstance(stream, str) else None
         if found is None:
@@ -454,22 +473,29 @@ class StreamService:
     ) -> str:
         """Append a client message and return its resume token."""
         if not isinstance(source, str) or not source.strip():
-            raise InvalidArgumentError("source must be a non-empty string", field="source",
-                                       operation="writeStream")
+            raise InvalidArgumentError(
+                "source must be a non-empty string", field="source", operation="writeStream"
+            )
         if len(source) > MAX_SOURCE_LENGTH:
             raise InvalidArgumentError(
-                f"source must be at most {MAX_SOURCE_LENGTH} characters", field="source",
+                f"source must be at most {MAX_SOURCE_LENGTH} characters",
+                field="source",
                 operation="writeStream",
             )
         value = _codec.validate(stream.value_type, value, what="value", strict=False)
         text = _codec.encode(value)
         store = self._store("writeStream")
         message = store.append(flow_type, stream.name, self.capacity(stream), flow_id, source, text)
-        return _encode_token(_RESUME, store.epoch, message.seq,
-                             _binding(flow_type, flow_id, stream.name))
+        return _encode_token(
+            _RESUME, store.epoch, message.seq, _binding(flow_type, flow_id, stream.name)
+        )
 
     async def read(
-        self, flow_type: str, stream: Stream[Any], flow_id: str, resume_token: str,
+        self,
+        flow_type: str,
+        stream: Stream[Any],
+        flow_id: str,
+        resume_token: str,
         wait_seconds: float,
     ) -> StreamMessage[Any] | None:
         """Return the message after ``resume_token`` (the head when empty or too old)."""
@@ -481,32 +507,40 @@ class StreamService:
         after = 0
         epoch = None
         if resume_token:
-            epoch, after = _decode_token(resume_token, _RESUME, binding, InvalidArgumentError,
-                                         "resumeToken")
+            epoch, after = _decode_token(
+                resume_token, _RESUME, binding, InvalidArgumentError, "resumeToken"
+            )
         store = self._store("readStream")
         if epoch is not None and epoch != store.epoch:
             after = 0  # issued before a restart: those messages are gone, start at the head
         found = await store.next_after(flow_type, stream.name, flow_id, after, wait_seconds)
-        return None if found is None else self._message(flow_type, stream, flow_id, found,
-                                                        store.epoch)
+        return (
+            None if found is None else self._message(flow_type, stream, flow_id, found, store.epoch)
+        )
 
     def list(
-        self, flow_type: str, stream: Stream[Any], flow_id: str, page_size: Any,
+        self,
+        flow_type: str,
+        stream: Stream[Any],
+        flow_id: str,
+        page_size: Any,
         before_page_token: str,
     ) -> StreamMessagePage[Any]:
         """Return retained messages newest first, older than the page token's anchor."""
         limit = self.config.max_read_messages
-        if not isinstance(page_size, int) or isinstance(page_size, bool) or not (
-            1 <= page_size <= limit
+        if (
+            not isinstance(page_size, int)
+            or isinstance(page_size, bool)
+            or not (1 <= page_size <= limit)
         ):
-            raise InvalidArgumentError(f"pageSize must be between 1 and {limit}",
-                                       field="pageSize")
+            raise InvalidArgumentError(f"pageSize must be between 1 and {limit}", field="pageSize")
         binding = _binding(flow_type, flow_id, stream.name)
         before = None
         epoch = None
         if before_page_token:
-            epoch, before = _decode_token(before_page_token, _PAGE, binding,
-                                          InvalidPageTokenError, "beforePageToken")
+            epoch, before = _decode_token(
+                before_page_token, _PAGE, binding, InvalidPageTokenError, "beforePageToken"
+            )
         store = self._store("listStreamMessages")
         if epoch is not None and epoch != store.epoch:
             return StreamMessagePage([], "")  # the anchor's messages vanished with a restart
@@ -518,14 +552,20 @@ class StreamService:
     # -- Step writes --------------------------------------------------------------------------
 
     def step_io(
-        self, streams: Mapping[str, Stream[Any]], flow_type: str, flow_id: str,
-        step_execution_id: str, *, is_async: bool,
+        self,
+        streams: Mapping[str, Stream[Any]],
+        flow_type: str,
+        flow_id: str,
+        step_execution_id: str,
+        *,
+        is_async: bool,
     ) -> StepIO:
         """Return the Stream sender of one Step invocation (built on the event loop)."""
         return StepIO(self, streams, flow_type, flow_id, step_execution_id, is_async=is_async)
 
-    def append_from_step(self, flow_type: str, stream: Stream[Any], flow_id: str, source: str,
-                         text: str) -> None:
+    def append_from_step(
+        self, flow_type: str, stream: Stream[Any], flow_id: str, source: str, text: str
+    ) -> None:
         """Append a Step's message; a disabled, closed or full store drops it."""
         if self.store is None:
             return
@@ -543,8 +583,14 @@ class StepIO:
     """
 
     def __init__(
-        self, service: StreamService, streams: Mapping[str, Stream[Any]], flow_type: str,
-        flow_id: str, step_execution_id: str, *, is_async: bool,
+        self,
+        service: StreamService,
+        streams: Mapping[str, Stream[Any]],
+        flow_type: str,
+        flow_id: str,
+        step_execution_id: str,
+        *,
+        is_async: bool,
     ) -> None:
         self._service = service
         self._streams = streams

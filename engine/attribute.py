@@ -107,7 +107,8 @@ class _State(Generic[T]):
             self.owner = owner
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, {getattr(self.value_type, '__name__', self.value_type)})"
+        type_name = getattr(self.value_type, "__name__", self.value_type)
+        return f"{type(self).__name__}({self.name!r}, {type_name})"
 
     @property
     def index_key(self) -> str | None:

@@ -99,9 +99,7 @@ class Context:
         staged = self._writes.get(key, _UNSET)
         if staged is not _UNSET:
             return staged
-        if state.is_map and not (
-            state.name in self._loaded_maps or key in self._loaded_instances
-        ):
+        if state.is_map and not (state.name in self._loaded_maps or key in self._loaded_instances):
             raise AttributeMapNotLoadedError(
                 f"AttributeMap {state.name!r} instance {instance!r} was not loaded for this "
                 "invocation; load it with load_attribute_map_instances or load the whole map",

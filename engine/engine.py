@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import base64
+import contextlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -101,14 +101,19 @@ class Engine:
     def __init__(self, registry: Registry, config: EngineConfig | None = None) -> None:
         self.registry = registry
         self.config = config or EngineConfig()
-        self._db = Database(DatabaseSettings(
-            url=self.config.database_url,
-            sqlite_synchronous=self.config.sqlite_synchronous,
-            max_batch=self.config.max_commit_batch,
-        ))
+        self._db = Database(
+            DatabaseSettings(
+                url=self.config.database_url,
+                sqlite_synchronous=self.config.sqlite_synchronous,
+                max_batch=self.config.max_commit_batch,
+            )
+        )
         self._rt = Runtime(
-            registry=registry, database=self._db, blobs=BlobStore(self.config.blob_dir),
-            clock=self.config.clock, step_threads=self.config.step_threads,
+            registry=registry,
+            database=self._db,
+            blobs=BlobStore(self.config.blob_dir),
+            clock=self.config.clock,
+            step_threads=self.config.step_threads,
         )
         self._scheduler = Scheduler(self._rt)
         self._rt.scheduler = self._scheduler
@@ -192,18 +197,29 @@ class Engine:
         if spec.start_step is not None:
             start_spec = spec.steps[spec.start_step]
             start_step = NewStep(
-                id=new_id(), step_type=spec.start_step, input=_codec.encode(value),
+                id=new_id(),
+                step_type=spec.start_step,
+                input=_codec.encode(value),
                 phase=PHASE_WAIT_FOR if start_spec.has_wait_for else PHASE_EXECUTE,
             )
         writes = await self._rt.stage_writes(spec, flow_id, initial)
         # An unset initial value is simply not written (a hard-delete one was erased above).
         writes = [w for w in writes if w.value is not None or w.blob]
-        found_run, started, terminated = await self._db.write(commits.start_run(
-            flow_id=flow_id, flow_type=spec.flow_type, run_id=run_id, input=_codec.encode(value),
-            request_id=options.request_id, id_reuse_policy=policy.value,
-            ignore_already_started=options.ignore_already_started, timeout_at=timeout_at,
-            writes=writes, start_step=start_step, now=self._rt.now_us(),
-        ))
+        found_run, started, terminated = await self._db.write(
+            commits.start_run(
+                flow_id=flow_id,
+                flow_type=spec.flow_type,
+                run_id=run_id,
+                input=_codec.encode(value),
+                request_id=options.request_id,
+                id_reuse_policy=policy.value,
+                ignore_already_started=options.ignore_already_started,
+                timeout_at=timeout_at,
+                writes=writes,
+                start_step=start_step,
+                now=self._rt.now_us(),
+            )
+        )
         if terminated is not None:
             self._rt.after_commit(terminated, flow_id, spec.flow_type)
         if started:
@@ -257,8 +273,9 @@ class Engine:
         """Return the latest (or given) run of ``flow_id`` with its search values."""
         found = await search.load_flow_info(self._db.reader(), flow_id, run_id)
         if found is None:
-            raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
-                                    operation="describeFlow")
+            raise FlowNotFoundError(
+                f"Flow {flow_id} was not found", flow_id=flow_id, operation="describeFlow"
+            )
         return _flow_info(found)
 
     # -- search and matches ---------------------------------------------------------------------
@@ -278,13 +295,19 @@ class Engine:
         the search to one Flow type, combined with the parsed query so no filter can widen it.
         Pass the returned ``next_page_token`` with the same query for the next page.
         """
-        if isinstance(page_size, bool) or not isinstance(page_size, int) or not (
-            1 <= page_size <= 1000
+        if (
+            isinstance(page_size, bool)
+            or not isinstance(page_size, int)
+            or not (1 <= page_size <= 1000)
         ):
             raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
         result = await search.search_runs(
-            self._db.reader(), query, self._index_key_types(), page_size=page_size,
-            page_token=page_token or "", flow_type=flow_type,
+            self._db.reader(),
+            query,
+            self._index_key_types(),
+            page_size=page_size,
+            page_token=page_token or "",
+            flow_type=flow_type,
         )
         return SearchPage([_flow_info(found) for found in result.runs], result.next_page_token)
 
@@ -330,8 +353,9 @@ class Engine:
         while True:
             run = await reads.load_run(db, flow_id, run_id)
             if run is None:
-                raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
-                                        operation="waitForFlow")
+                raise FlowNotFoundError(
+                    f"Flow {flow_id} was not found", flow_id=flow_id, operation="waitForFlow"
+                )
             remaining = deadline - asyncio.get_running_loop().time()
             if not run.is_running or remaining <= 0:
                 break
@@ -348,8 +372,9 @@ class Engine:
             StepCompletion(step_type, step_id, None if out is None else json.loads(out))
             for step_type, step_id, out in await reads.completions(db, run.run_id)
         ]
-        return FlowResult(run.flow_id, run.run_id, run.status, completions, run.error_type,
-                          run.error_message)
+        return FlowResult(
+            run.flow_id, run.run_id, run.status, completions, run.error_type, run.error_message
+        )
 
     async def stop_flow(
         self,
@@ -365,9 +390,15 @@ class Engine:
             raise InvalidArgumentError(
                 "type must be CANCEL, TERMINATE or FAIL", field="type"
             ) from None
-        result = await self._db.write(commits.stop_run(
-            flow_id=flow_id, run_id=run_id, status=status, reason=reason, now=self._rt.now_us(),
-        ))
+        result = await self._db.write(
+            commits.stop_run(
+                flow_id=flow_id,
+                run_id=run_id,
+                status=status,
+                reason=reason,
+                now=self._rt.now_us(),
+            )
+        )
         assert result is not None
         run = await reads.load_run(self._db, flow_id, result.run_id)
         self._rt.after_commit(result, flow_id, run.flow_type if run else "")
@@ -401,7 +432,11 @@ class Engine:
                 f"{rpc!r} is not an RPC method of a registered Flow instance", field="rpc"
             )
         return await self._rpcs.invoke(
-            flow_id, definition.name, input, flow_type=type(owner).flow_type(), run_id=run_id,
+            flow_id,
+            definition.name,
+            input,
+            flow_type=type(owner).flow_type(),
+            run_id=run_id,
             options=options,
         )
 
@@ -421,8 +456,9 @@ class Engine:
         if wanted:
             run = await reads.load_run(self._db, flow_id, run_id)
             if run is None:
-                raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
-                                        operation="getAttributes")
+                raise FlowNotFoundError(
+                    f"Flow {flow_id} was not found", flow_id=flow_id, operation="getAttributes"
+                )
             spec = self.registry.spec(run.flow_type)
             keys = [self._parse_key(spec, n, "name") for n in wanted]
             singles = [s.name for s, i in keys if not i]
@@ -432,8 +468,9 @@ class Engine:
         else:
             snapshot = await self._rt.snapshot(flow_id, run_id)
         if snapshot is None:
-            raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
-                                    operation="getAttributes")
+            raise FlowNotFoundError(
+                f"Flow {flow_id} was not found", flow_id=flow_id, operation="getAttributes"
+            )
         texts = await self._rt.resolve_texts(flow_id, snapshot)
         values = {state_key(n, i): json.loads(text) for (n, i), text in sorted(texts.items())}
         return AttributeValues(flow_id, snapshot.run.run_id, values)
@@ -449,8 +486,9 @@ class Engine:
         _check_id(flow_id, "flowId")
         run = await reads.load_run(self._db, flow_id, run_id)
         if run is None:
-            raise FlowNotActiveOrNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
-                                               operation="setAttributes")
+            raise FlowNotActiveOrNotFoundError(
+                f"Flow {flow_id} was not found", flow_id=flow_id, operation="setAttributes"
+            )
         spec = self.registry.spec(run.flow_type)
         parsed = self._parse_values(spec, values, "values")
         if not parsed:
@@ -459,13 +497,18 @@ class Engine:
         if erase:
             for (name, instance), value in parsed.items():
                 state = spec.states[name]
-                if value is not None or not state.hard_delete_on_null or not await asyncio.to_thread(
-                    self._rt.blobs.exists, flow_id, state_key(name, instance)
+                if (
+                    value is not None
+                    or not state.hard_delete_on_null
+                    or not await asyncio.to_thread(
+                        self._rt.blobs.exists, flow_id, state_key(name, instance)
+                    )
                 ):
                     raise FlowNotActiveOrNotFoundError(
                         f"Flow {flow_id} run {run.run_id} is closed; only the erase (null) of "
                         "stored hard-delete values is allowed",
-                        flow_id=flow_id, operation="setAttributes",
+                        flow_id=flow_id,
+                        operation="setAttributes",
                     )
         keys = [state_key(n, i) for n, i in parsed]
         owner = new_id()
@@ -474,10 +517,15 @@ class Engine:
             self._rt.locks.acquire_for_rpc(flow_id, keys, owner)
         try:
             writes = await self._rt.stage_writes(spec, flow_id, parsed)
-            await self._db.write(commits.set_attributes(
-                flow_id=flow_id, run_id=run.run_id, writes=writes, now=self._rt.now_us(),
-                closed_erase=erase,
-            ))
+            await self._db.write(
+                commits.set_attributes(
+                    flow_id=flow_id,
+                    run_id=run.run_id,
+                    writes=writes,
+                    now=self._rt.now_us(),
+                    closed_erase=erase,
+                )
+            )
             self._rt.matches.notify(run.run_id, writes)
         finally:
             self._rt.locks.release(flow_id, owner)
@@ -558,8 +606,9 @@ class Engine:
             raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
         run = await reads.load_run(self._db, flow_id, run_id)
         if run is None:
-            raise FlowNotFoundError(f"Flow {flow_id} was not found", flow_id=flow_id,
-                                    operation="getFlowHistory")
+            raise FlowNotFoundError(
+                f"Flow {flow_id} was not found", flow_id=flow_id, operation="getFlowHistory"
+            )
         after, seen = _decode_history_token(page_token, run.run_id)
         rows = await reads.history(self._db, run.run_id, after, page_size + 1)
         more = len(rows) > page_size
@@ -601,6 +650,12 @@ def _decode_history_token(token: str, run_id: str) -> tuple[int, int]:
 
 
 def _flow_info(found: search.FoundRun) -> FlowInfo:
-    return FlowInfo(found.flow_id, found.run_id, found.flow_type, found.status,
-                    _time(found.started_at) or datetime.now(UTC), _time(found.closed_at),
-                    found.indexed)
+    return FlowInfo(
+        found.flow_id,
+        found.run_id,
+        found.flow_type,
+        found.status,
+        _time(found.started_at) or datetime.now(UTC),
+        _time(found.closed_at),
+        found.indexed,
+    )

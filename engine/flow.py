@@ -109,9 +109,7 @@ def rpc(
     """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if timeout is not None and (
-            not isinstance(timeout, timedelta) or timeout <= timedelta(0)
-        ):
+        if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
             raise DefinitionError(f"RPC {fn.__name__}: timeout must be a positive timedelta")
         for lock in lock_attributes:
             if not isinstance(lock, AttributeLock):

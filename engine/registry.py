@@ -223,7 +223,9 @@ class Registry:
                 )
             self._index_types.setdefault(key, (state.index.type, flow_type))
 
-    def _step_spec(self, flow_type: str, step: Step[Any], states: dict[str, _State[Any]]) -> StepSpec:
+    def _step_spec(
+        self, flow_type: str, step: Step[Any], states: dict[str, _State[Any]]
+    ) -> StepSpec:
         name = f"{flow_type}.{type(step).step_type()}"
         execute = type(step).execute
         if execute is Step.execute:
@@ -262,7 +264,9 @@ class Registry:
                     continue
                 name = f"{flow_type}.{definition.name}"
                 if definition.name in rpcs and rpcs[definition.name].function is not value:
-                    raise DefinitionError(f"{flow_type}: RPC name {definition.name!r} is used twice")
+                    raise DefinitionError(
+                        f"{flow_type}: RPC name {definition.name!r} is used twice"
+                    )
                 _check_locks(name, states, definition.lock_attributes)
                 _check_loads(
                     name,
@@ -311,7 +315,9 @@ def _check_loads(
 ) -> None:
     for m in maps:
         if not isinstance(m, AttributeMap) or states.get(m.name) is not m:
-            raise DefinitionError(f"{what}: load of {m!r}, which is not an AttributeMap of this Flow")
+            raise DefinitionError(
+                f"{what}: load of {m!r}, which is not an AttributeMap of this Flow"
+            )
     for load in instances:
         check_load(what, states, load, DefinitionError)
 
@@ -352,50 +358,55 @@ def describe_registry(registry: Registry) -> list[dict[str, Any]]:
     """Describe every Flow type as plain data (for listFlowTypes and the playground)."""
     described = []
     for spec in registry.specs():
-        described.append({
-            "flowType": spec.flow_type,
-            "startStep": spec.start_step,
-            "inputSchema": _schema(spec.input_type),
-            "steps": [
-                {
-                    "stepType": s.step_type,
-                    "inputSchema": _schema(s.input_type),
-                    "hasWaitFor": s.has_wait_for,
-                    "waitForLocks": [lock.key for lock in s.options.wait_for_lock_attributes],
-                    "executeLocks": [lock.key for lock in s.options.execute_lock_attributes],
-                }
-                for s in spec.steps.values()
-            ],
-            "rpcs": [
-                {
-                    "name": r.name,
-                    "inputSchema": _schema(r.input_type),
-                    "outputSchema": _schema(r.output_type),
-                    "lockAttributes": [lock.key for lock in r.lock_attributes],
-                    "isTransactional": r.is_transactional or bool(r.lock_attributes),
-                    "timeoutSeconds": r.timeout.total_seconds(),
-                }
-                for r in sorted(spec.rpcs.values(), key=lambda r: r.name)
-            ],
-            "attributes": [
-                {
-                    "name": s.name,
-                    "kind": "AttributeMap" if s.is_map else "Attribute",
-                    "schema": _schema(s.value_type),
-                    "hardDeleteOnNull": s.hard_delete_on_null,
-                    "index": None if s.index is None else {
-                        "type": s.index.type.value, "key": s.index_key,
-                    },
-                }
-                for s in sorted(spec.states.values(), key=lambda s: s.name)
-            ],
-            "streams": [
-                {
-                    "name": st.name,
-                    "schema": _schema(st.value_type),
-                    "streamCapacityBytes": st.stream_capacity_bytes,
-                }
-                for st in sorted(spec.streams.values(), key=lambda st: st.name)
-            ],
-        })
+        described.append(
+            {
+                "flowType": spec.flow_type,
+                "startStep": spec.start_step,
+                "inputSchema": _schema(spec.input_type),
+                "steps": [
+                    {
+                        "stepType": s.step_type,
+                        "inputSchema": _schema(s.input_type),
+                        "hasWaitFor": s.has_wait_for,
+                        "waitForLocks": [lock.key for lock in s.options.wait_for_lock_attributes],
+                        "executeLocks": [lock.key for lock in s.options.execute_lock_attributes],
+                    }
+                    for s in spec.steps.values()
+                ],
+                "rpcs": [
+                    {
+                        "name": r.name,
+                        "inputSchema": _schema(r.input_type),
+                        "outputSchema": _schema(r.output_type),
+                        "lockAttributes": [lock.key for lock in r.lock_attributes],
+                        "isTransactional": r.is_transactional or bool(r.lock_attributes),
+                        "timeoutSeconds": r.timeout.total_seconds(),
+                    }
+                    for r in sorted(spec.rpcs.values(), key=lambda r: r.name)
+                ],
+                "attributes": [
+                    {
+                        "name": s.name,
+                        "kind": "AttributeMap" if s.is_map else "Attribute",
+                        "schema": _schema(s.value_type),
+                        "hardDeleteOnNull": s.hard_delete_on_null,
+                        "index": None
+                        if s.index is None
+                        else {
+                            "type": s.index.type.value,
+                            "key": s.index_key,
+                        },
+                    }
+                    for s in sorted(spec.states.values(), key=lambda s: s.name)
+                ],
+                "streams": [
+                    {
+                        "name": st.name,
+                        "schema": _schema(st.value_type),
+                        "streamCapacityBytes": st.stream_capacity_bytes,
+                    }
+                    for st in sorted(spec.streams.values(), key=lambda st: st.name)
+                ],
+            }
+        )
     return described

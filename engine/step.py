@@ -14,7 +14,6 @@ from engine.errors import DefinitionError
 if TYPE_CHECKING:
     from engine.attribute import AttributeMap
     from engine.context import Context
-    from engine.wait import Wait
 
 I = TypeVar("I")  # noqa: E741 - the Step's input type, named as in the seeds
 
@@ -198,4 +197,3 @@ class StepList(Generic[I]):
     def all(self) -> tuple[Step[Any], ...]:
         """Return every Step, the start Step first."""
         return ((self.start,) if self.start is not None else ()) + self.others
-

@@ -136,8 +136,14 @@ class StreamStoreConfig:
     def __post_init__(self) -> None:
         if self.backend not in ("memory", "disabled"):
             raise InvalidArgumentError("stream store backend must be 'memory' or 'disabled'")
-        for name in ("default_capacity_bytes", "max_capacity_bytes", "max_message_bytes",
-                     "max_total_bytes", "trim_workers", "max_read_messages"):
+        for name in (
+            "default_capacity_bytes",
+            "max_capacity_bytes",
+            "max_message_bytes",
+            "max_total_bytes",
+            "trim_workers",
+            "max_read_messages",
+        ):
             if getattr(self, name) < 1:
                 raise InvalidArgumentError(f"stream store {name} must be at least 1")
         if self.message_overhead_bytes < 0:
@@ -196,7 +202,9 @@ class Stream(Generic[T]):
     ) -> BufferedTextWriter:
         """Return a writer that joins many small text chunks into fewer messages."""
         return BufferedTextWriter(
-            self, context, flush_interval_seconds=flush_interval_seconds,
+            self,
+            context,
+            flush_interval_seconds=flush_interval_seconds,
             flush_threshold_bytes=flush_threshold_bytes,
         )
 

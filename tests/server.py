@@ -25,8 +25,12 @@ def free_port() -> int:
 class ServerProcess:
     """A `uvicorn --factory app.main:create_app` process on a free port and a given database."""
 
-    def __init__(self, data_dir: Path, factory: str = "app.main:create_app",
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        factory: str = "app.main:create_app",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.factory = factory
         self.extra_env = env or {}
@@ -47,9 +51,23 @@ class ServerProcess:
             **self.extra_env,
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", self.factory, "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--factory",
+                self.factory,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

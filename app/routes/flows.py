@@ -32,8 +32,13 @@ RunIdQuery = Annotated[str | None, Query(alias="runId", min_length=1, max_length
     operation_id="startFlow",
     status_code=status.HTTP_201_CREATED,
     response_model=StartFlowResponse,
-    responses={200: {"model": StartFlowResponse, "description": "Already started by this "
-                     "requestId (ignoreAlreadyStarted)"}, **responses(400, 404, 409, 422)},
+    responses={
+        200: {
+            "model": StartFlowResponse,
+            "description": "Already started by this requestId (ignoreAlreadyStarted)",
+        },
+        **responses(400, 404, 409, 422),
+    },
 )
 async def start_flow(body: StartFlowBody, eng: EngineDep, response: Response) -> StartFlowResponse:
     """Start a Flow run; its initial Attributes commit with the start."""
@@ -65,8 +70,12 @@ async def describe_flow(flowId: str, eng: EngineDep, run_id: RunIdQuery = None) 
     """Describe the Flow's latest run (or the given run)."""
     info = await eng.describe_flow(flowId, run_id)
     return FlowInfoResponse(
-        flow_id=info.flow_id, run_id=info.run_id, flow_type=info.flow_type, status=info.status,
-        started_at=info.started_at, closed_at=info.closed_at,
+        flow_id=info.flow_id,
+        run_id=info.run_id,
+        flow_type=info.flow_type,
+        status=info.status,
+        started_at=info.started_at,
+        closed_at=info.closed_at,
         indexed_attributes=info.indexed_attributes,
     )
 
@@ -86,13 +95,17 @@ async def wait_for_flow(
     """Return the run's result, waiting up to waitSeconds for it to close."""
     result = await eng.wait_for_flow(flowId, run_id, wait_seconds)
     return FlowResultResponse(
-        flow_id=result.flow_id, run_id=result.run_id, status=result.status,
+        flow_id=result.flow_id,
+        run_id=result.run_id,
+        status=result.status,
         completions=[
-            CompletionResponse(step_type=c.step_type, step_execution_id=c.step_execution_id,
-                               output=c.output)
+            CompletionResponse(
+                step_type=c.step_type, step_execution_id=c.step_execution_id, output=c.output
+            )
             for c in result.completions
         ],
-        error_type=result.error_type, error_message=result.error_message,
+        error_type=result.error_type,
+        error_message=result.error_message,
     )
 
 
@@ -131,10 +144,13 @@ async def get_flow_history(
     """Return the run's history events, oldest first, one page at a time."""
     page = await eng.get_flow_history(flowId, run_id, page_size, page_token)
     return HistoryResponse(
-        flow_id=page.flow_id, run_id=page.run_id, next_page_token=page.next_page_token,
+        flow_id=page.flow_id,
+        run_id=page.run_id,
+        next_page_token=page.next_page_token,
         events=[
-            HistoryEventResponse(event_id=e.event_id, event_type=e.event_type, at=e.at,
-                                 details=e.details)
+            HistoryEventResponse(
+                event_id=e.event_id, event_type=e.event_type, at=e.at, details=e.details
+            )
             for e in page.events
         ],
     )

@@ -27,8 +27,13 @@ async def health() -> HealthResponse:
     return HealthResponse(status="ok")
 
 
-@router.get("/readyz", operation_id="ready", response_model=HealthResponse, tags=["Health"],
-            responses={503: {"description": "The engine is not started"}})
+@router.get(
+    "/readyz",
+    operation_id="ready",
+    response_model=HealthResponse,
+    tags=["Health"],
+    responses={503: {"description": "The engine is not started"}},
+)
 async def ready(request: Request) -> HealthResponse:
     """Report that the engine is started and serving."""
     if getattr(request.app.state, "engine", None) is None:

@@ -22,8 +22,12 @@ router = APIRouter(prefix="/api/v1/flows", tags=["Search"])
 def flow_info(info: engine.FlowInfo) -> FlowInfoResponse:
     """Return the wire form of a FlowInfo."""
     return FlowInfoResponse(
-        flow_id=info.flow_id, run_id=info.run_id, flow_type=info.flow_type, status=info.status,
-        started_at=info.started_at, closed_at=info.closed_at,
+        flow_id=info.flow_id,
+        run_id=info.run_id,
+        flow_type=info.flow_type,
+        status=info.status,
+        started_at=info.started_at,
+        closed_at=info.closed_at,
         indexed_attributes=info.indexed_attributes,
     )
 
@@ -36,12 +40,22 @@ def flow_info(info: engine.FlowInfo) -> FlowInfoResponse:
 )
 async def search_flows(
     eng: EngineDep,
-    query: Annotated[str, Query(description="A filter such as FlowType = 'AttributeFlow' AND "
-                                "keyword1 = 'completed', optionally ending in ORDER BY on "
-                                "system fields. Empty matches every run.")] = "",
+    query: Annotated[
+        str,
+        Query(
+            description="A filter such as FlowType = 'AttributeFlow' AND "
+            "keyword1 = 'completed', optionally ending in ORDER BY on "
+            "system fields. Empty matches every run."
+        ),
+    ] = "",
     page_size: Annotated[int, Query(alias="pageSize", description="1 to 1000.")] = 100,
-    page_token: Annotated[str, Query(alias="pageToken", description="nextPageToken of the "
-                                     "previous page, with the same query.")] = "",
+    page_token: Annotated[
+        str,
+        Query(
+            alias="pageToken",
+            description="nextPageToken of the previous page, with the same query.",
+        ),
+    ] = "",
 ) -> SearchFlowsResponse:
     """Search Flow runs (open and closed) by system fields and indexed Attributes.
 
@@ -63,7 +77,9 @@ async def search_flows(
     responses=responses(400, 404, 422),
 )
 async def wait_for_attribute_match(
-    flowId: str, body: AttributeMatchBody, eng: EngineDep  # noqa: N803
+    flowId: str,
+    body: AttributeMatchBody,
+    eng: EngineDep,  # noqa: N803
 ) -> AttributeMatchResponse:
     """Wait until an Attribute, or one AttributeMap instance, of the active run matches.
 
@@ -73,7 +89,11 @@ async def wait_for_attribute_match(
     GT/GE/LT/LE on non-numeric values), 404 FLOW_NOT_ACTIVE_OR_NOT_FOUND (closed or missing).
     """
     match = await eng.wait_for_attribute_match(
-        flowId, body.name, body.operator, body.value, instance=body.instance,
+        flowId,
+        body.name,
+        body.operator,
+        body.value,
+        instance=body.instance,
         wait_seconds=body.wait_seconds,
     )
     return AttributeMatchResponse(matched=match.matched, value=match.value)

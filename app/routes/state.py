@@ -95,7 +95,9 @@ async def get_attributes(
     responses=responses(400, 404, 409, 422),
 )
 async def set_attributes(
-    flowId: str, body: SetAttributesBody, eng: EngineDep  # noqa: N803
+    flowId: str,
+    body: SetAttributesBody,
+    eng: EngineDep,  # noqa: N803
 ) -> SetAttributesResponse:
     """Write Attributes of the active run; on a closed run only erase hard-delete values."""
     flow_id, run_id = await eng.set_attributes(flowId, body.values, body.run_id)

@@ -64,8 +64,9 @@ async def write_stream(
     makes room: retry after a short delay, unless the problem says ``retryable: false`` (the
     message can never fit). 409 FAILED_PRECONDITION when the Stream Store is disabled.
     """
-    token = await eng.write_stream(flowId, stream, body.value, source=body.source,
-                                   flow_type=flowType)
+    token = await eng.write_stream(
+        flowId, stream, body.value, source=body.source, flow_type=flowType
+    )
     return WriteStreamResponse(resume_token=token)
 
 
@@ -81,15 +82,21 @@ async def list_stream_messages(
     flowId: str,  # noqa: N803
     stream: str,
     eng: EngineDep,
-    page_size: Annotated[int, Query(
-        alias="pageSize",
-        description="Between 1 and the server's maximum (1000 by default); anything else is "
-        "400 INVALID_ARGUMENT, never reduced.",
-    )] = 100,
-    before_page_token: Annotated[str, Query(
-        alias="beforePageToken",
-        description="Empty for the newest messages; else a nextPageToken from this Stream.",
-    )] = "",
+    page_size: Annotated[
+        int,
+        Query(
+            alias="pageSize",
+            description="Between 1 and the server's maximum (1000 by default); anything else is "
+            "400 INVALID_ARGUMENT, never reduced.",
+        ),
+    ] = 100,
+    before_page_token: Annotated[
+        str,
+        Query(
+            alias="beforePageToken",
+            description="Empty for the newest messages; else a nextPageToken from this Stream.",
+        ),
+    ] = "",
 ) -> ListStreamMessagesResponse:
     """Return up to pageSize retained messages, newest first, without waiting.
 
@@ -97,8 +104,9 @@ async def list_stream_messages(
     ID and Stream, and empty on the last page. Messages written after the first page do not
     join its chain; when trimming has passed the page anchor the page is empty.
     """
-    page = await eng.list_stream_messages(flowId, stream, page_size, before_page_token,
-                                          flow_type=flowType)
+    page = await eng.list_stream_messages(
+        flowId, stream, page_size, before_page_token, flow_type=flowType
+    )
     return ListStreamMessagesResponse(
         messages=[_message(m) for m in page.messages], next_page_token=page.next_page_token
     )
@@ -116,13 +124,20 @@ async def read_stream(
     flowId: str,  # noqa: N803
     stream: str,
     eng: EngineDep,
-    resume_token: Annotated[str, Query(
-        alias="resumeToken",
-        description="Empty for the oldest retained message; else a resumeToken of this Stream.",
-    )] = "",
-    wait_seconds: Annotated[float, Query(
-        alias="waitSeconds", description="How long to wait for a message (0 to 60).",
-    )] = 0.0,
+    resume_token: Annotated[
+        str,
+        Query(
+            alias="resumeToken",
+            description="Empty for the oldest retained message; else a resumeToken of this Stream.",
+        ),
+    ] = "",
+    wait_seconds: Annotated[
+        float,
+        Query(
+            alias="waitSeconds",
+            description="How long to wait for a message (0 to 60).",
+        ),
+    ] = 0.0,
 ) -> ReadStreamResponse:
     """Return the message after resumeToken, waiting up to waitSeconds for one to be written.
 
@@ -130,8 +145,9 @@ async def read_stream(
     null when the wait ended first. Resume is best effort: a slow reader can miss messages
     trimmed before its next read.
     """
-    message = await eng.read_stream(flowId, stream, resume_token, wait_seconds=wait_seconds,
-                                    flow_type=flowType)
+    message = await eng.read_stream(
+        flowId, stream, resume_token, wait_seconds=wait_seconds, flow_type=flowType
+    )
     return ReadStreamResponse(message=None if message is None else _message(message))
 
 
@@ -149,13 +165,20 @@ async def _start_follow(
     flowId: str,  # noqa: N803
     stream: str,
     eng: EngineDep,
-    resume_token: Annotated[str, Query(
-        alias="resumeToken", description="Start after this message (empty: the oldest).",
-    )] = "",
-    last_event_id: Annotated[str | None, Header(
-        alias="Last-Event-ID",
-        description="Sent by a reconnecting EventSource; wins over resumeToken.",
-    )] = None,
+    resume_token: Annotated[
+        str,
+        Query(
+            alias="resumeToken",
+            description="Start after this message (empty: the oldest).",
+        ),
+    ] = "",
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            alias="Last-Event-ID",
+            description="Sent by a reconnecting EventSource; wins over resumeToken.",
+        ),
+    ] = None,
 ) -> _Follow:
     # Runs before the response starts, so a bad Stream or token is a problem response.
     token = last_event_id or resume_token
@@ -196,7 +219,10 @@ async def follow_stream(
             return
         try:
             message = await eng.read_stream(
-                follow.flow_id, follow.stream, token, flow_type=follow.flow_type,
+                follow.flow_id,
+                follow.stream,
+                token,
+                flow_type=follow.flow_type,
                 wait_seconds=min(_FOLLOW_WAIT_SECONDS, remaining),
             )
         except engine.EngineError:  # the engine is shutting down: end the response cleanly

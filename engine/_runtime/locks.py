@@ -64,7 +64,9 @@ class LockManager:
         for key in wanted:
             locks.holders[key] = (RPC, owner)
 
-    def acquire_for_step(self, flow_id: str, keys: Iterable[str], owner: str) -> asyncio.Future[None]:
+    def acquire_for_step(
+        self, flow_id: str, keys: Iterable[str], owner: str
+    ) -> asyncio.Future[None]:
         """Return a future that resolves once the Step holds every key (FIFO among Steps)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         wanted = tuple(sorted(set(keys)))

@@ -125,7 +125,8 @@ def make_predicate(
     def predicate(text: str) -> bool:
         try:
             current = (
-                _codec.from_jsonable(json.loads(text)) if loose
+                _codec.from_jsonable(json.loads(text))
+                if loose
                 else _codec.decode(state.value_type, text)
             )
         except Exception:  # a value stored under an older declaration: it cannot match
@@ -133,10 +134,14 @@ def make_predicate(
         if operator in _ORDERED:
             if _kind(current) != "number":
                 return False
-            return bool({
-                MatchOperator.GT: current > target, MatchOperator.GE: current >= target,
-                MatchOperator.LT: current < target, MatchOperator.LE: current <= target,
-            }[operator])
+            return bool(
+                {
+                    MatchOperator.GT: current > target,
+                    MatchOperator.GE: current >= target,
+                    MatchOperator.LT: current < target,
+                    MatchOperator.LE: current <= target,
+                }[operator]
+            )
         same = _kind(current) == _kind(target) and current == target
         return same if operator == MatchOperator.EQ else not same
 
@@ -154,8 +159,10 @@ async def wait_for_match(
     wait_seconds: float,
 ) -> AttributeMatch:
     """Wait until the Attribute (or map instance) of the Flow's active run matches."""
-    if isinstance(wait_seconds, bool) or not isinstance(wait_seconds, int | float) or not (
-        0 <= wait_seconds <= MAX_MATCH_WAIT_SECONDS
+    if (
+        isinstance(wait_seconds, bool)
+        or not isinstance(wait_seconds, int | float)
+        or not (0 <= wait_seconds <= MAX_MATCH_WAIT_SECONDS)
     ):
         raise InvalidArgumentError("waitSeconds must be between 0 and 60", field="waitSeconds")
     try:
@@ -199,16 +206,18 @@ async def wait_for_match(
     # Ordered operators compare numbers as numbers (count > 9.5 is meaningful for an int);
     # EQ and NE compare with the value read as the Attribute's type.
     loose = op in _ORDERED or state.value_type in _LOOSE_TYPES
-    target = value if loose else _codec.validate(
-        state.value_type, value, what="value", strict=False
+    target = (
+        value if loose else _codec.validate(state.value_type, value, what="value", strict=False)
     )
     key = (name, instance or "")
-    waiter = _Waiter(key, make_predicate(state, op, target),
-                     asyncio.get_running_loop().create_future())
+    waiter = _Waiter(
+        key, make_predicate(state, op, target), asyncio.get_running_loop().create_future()
+    )
     rt.matches.add(run.run_id, waiter)
     try:
         snapshot = await rt.snapshot(
-            flow_id, run.run_id,
+            flow_id,
+            run.run_id,
             names=[] if state.is_map else [name],
             instances=[key] if state.is_map else [],
         )

@@ -107,8 +107,9 @@ class RPCExecutor:
             guess = self._known_types.get(flow_id)
             if guess is not None:
                 try:
-                    return await self._invoke(flow_id, rpc_name, input, guess, run_id, options,
-                                              guessed=True)
+                    return await self._invoke(
+                        flow_id, rpc_name, input, guess, run_id, options, guessed=True
+                    )
                 except _WrongGuess:
                     self._known_types.pop(flow_id, None)
             run = await reads.load_run(self.rt.db, flow_id, run_id)
@@ -117,8 +118,9 @@ class RPCExecutor:
                     f"Flow {flow_id} was not found", flow_id=flow_id, operation="invokeRpc"
                 )
             flow_type = run.flow_type
-        return await self._invoke(flow_id, rpc_name, input, flow_type, run_id, options,
-                                  guessed=False)
+        return await self._invoke(
+            flow_id, rpc_name, input, flow_type, run_id, options, guessed=False
+        )
 
     async def _invoke(
         self,
@@ -145,7 +147,9 @@ class RPCExecutor:
         self.rt.locks.acquire_for_rpc(flow_id, [lock.key for lock in locks], owner)
         try:
             snapshot = await self.rt.snapshot(
-                flow_id, run_id, whole_maps=whole,
+                flow_id,
+                run_id,
+                whole_maps=whole,
                 instances=[(load.name, load.instance) for load in exact],
             )
             if snapshot is not None and snapshot.run.flow_type == flow_type:
@@ -154,37 +158,54 @@ class RPCExecutor:
                 raise _WrongGuess()
             if snapshot is None or snapshot.run.flow_type != flow_type:
                 raise FlowNotActiveOrNotFoundError(
-                    f"Flow {flow_id} of type {flow_type} was not found", flow_id=flow_id,
+                    f"Flow {flow_id} of type {flow_type} was not found",
+                    flow_id=flow_id,
                     operation="invokeRpc",
                 )
             if transactional and not snapshot.run.is_running:
                 raise FlowNotActiveOrNotFoundError(
                     f"Flow {flow_id} is not active; RPC {rpc_name} takes locks or is "
                     "transactional and needs an active run",
-                    flow_id=flow_id, operation="invokeRpc",
+                    flow_id=flow_id,
+                    operation="invokeRpc",
                 )
             context = await self.rt.build_context(
-                spec, snapshot, loaded_maps=whole,
+                spec,
+                snapshot,
+                loaded_maps=whole,
                 loaded_instances=[(load.name, load.instance) for load in exact],
                 rpc_name=rpc_name,
             )
             result = await self._run_handler(spec, definition, context, value)
             if not isinstance(result, RPCResult):
                 result = RPCResult(result)
-            output = _codec.validate(
-                definition.output_type, result.output, what=f"output of RPC {rpc_name}",
-                strict=False,
-            ) if definition.output_type is not None or result.output is not None else None
+            output = (
+                _codec.validate(
+                    definition.output_type,
+                    result.output,
+                    what=f"output of RPC {rpc_name}",
+                    strict=False,
+                )
+                if definition.output_type is not None or result.output is not None
+                else None
+            )
             effects = Effects(
-                writes=await self.rt.stage_writes(spec, flow_id, context.staged_writes, context.staged_texts),
+                writes=await self.rt.stage_writes(
+                    spec, flow_id, context.staged_writes, context.staged_texts
+                ),
                 new_steps=self.rt.new_steps(spec, result.next_steps),
                 cancel_step_types=self.rt.step_type_names(spec, result.canceling_steps),
             )
             if not effects.is_empty() or transactional:
-                commit = await self.rt.db.write(commits.commit_rpc(
-                    run_id=snapshot.run.run_id, rpc_name=rpc_name, effects=effects,
-                    now=self.rt.now_us(), flow_id=flow_id,
-                ))
+                commit = await self.rt.db.write(
+                    commits.commit_rpc(
+                        run_id=snapshot.run.run_id,
+                        rpc_name=rpc_name,
+                        effects=effects,
+                        now=self.rt.now_us(),
+                        flow_id=flow_id,
+                    )
+                )
                 self.rt.after_commit(commit, flow_id, flow_type, writes=effects.writes)
             return output
         finally:
@@ -218,12 +239,15 @@ class RPCExecutor:
             context.request_cancellation()
             raise RPCTimeoutError(
                 f"RPC {definition.name} did not finish within {timeout:g} s",
-                flow_id=context.flow_id, operation="invokeRpc",
+                flow_id=context.flow_id,
+                operation="invokeRpc",
             ) from None
         except EngineError:
             raise
         except Exception as exc:
             raise RPCHandlerError(
                 f"RPC {definition.name} raised {type(exc).__name__}: {exc}",
-                error_type=type(exc).__name__, flow_id=context.flow_id, operation="invokeRpc",
+                error_type=type(exc).__name__,
+                flow_id=context.flow_id,
+                operation="invokeRpc",
             ) from exc

@@ -101,9 +101,7 @@ class Runtime:
             **identity,
         )
 
-    async def resolve_texts(
-        self, flow_id: str, snapshot: Snapshot
-    ) -> dict[tuple[str, str], str]:
+    async def resolve_texts(self, flow_id: str, snapshot: Snapshot) -> dict[tuple[str, str], str]:
         """Return the JSON text of each stored value; deleted hard-delete values are absent."""
         texts: dict[tuple[str, str], str] = {}
         blob_keys: list[tuple[str, str]] = []
@@ -125,7 +123,9 @@ class Runtime:
     async def decode_values(self, spec: FlowSpec, snapshot: Snapshot) -> dict[tuple[str, str], Any]:
         """Return the snapshot's values decoded with their declared types."""
         values: dict[tuple[str, str], Any] = {}
-        for (name, instance), text in (await self.resolve_texts(snapshot.run.flow_id, snapshot)).items():
+        for (name, instance), text in (
+            await self.resolve_texts(snapshot.run.flow_id, snapshot)
+        ).items():
             state = spec.states.get(name)
             if state is not None:
                 values[(name, instance)] = _codec.decode(state.value_type, text)
@@ -145,16 +145,22 @@ class Runtime:
         texts = texts or {}
         for (name, instance), value in writes.items():
             state: _State[Any] = spec.states[name]
-            text = None if value is None else (
-                texts.get((name, instance)) or _codec.encode(value, state.value_type)
+            text = (
+                None
+                if value is None
+                else (texts.get((name, instance)) or _codec.encode(value, state.value_type))
             )
             if state.hard_delete_on_null:
                 blob_ops.append((state_key(name, instance), text))
                 staged.append(AttributeWrite(name, instance, None, blob=text is not None))
             else:
                 # An indexed write carries its search value, committed with it.
-                index = None if state.index is None or state.index_key is None else index_write(
-                    state.index_key, state.index.type.value, value, state_key(name, instance)
+                index = (
+                    None
+                    if state.index is None or state.index_key is None
+                    else index_write(
+                        state.index_key, state.index.type.value, value, state_key(name, instance)
+                    )
                 )
                 staged.append(AttributeWrite(name, instance, text, index=index))
         if blob_ops:
@@ -252,8 +258,12 @@ class Runtime:
         try:
             result = await self.db.write(
                 commits.stop_run(
-                    flow_id=flow_id, run_id=run_id, status=TIMED_OUT,
-                    reason="the Flow timed out", now=self.now_us(), only_if_running=True,
+                    flow_id=flow_id,
+                    run_id=run_id,
+                    status=TIMED_OUT,
+                    reason="the Flow timed out",
+                    now=self.now_us(),
+                    only_if_running=True,
                 )
             )
         except Exception:  # the timer task must survive a failed write

@@ -96,14 +96,33 @@ class Scheduler:
 
     def submit_new(self, step: NewStep, *, run_id: str, flow_id: str, flow_type: str) -> None:
         """Start tracking a Step execution created by a commit."""
-        self._submit(ActiveStep(step.id, run_id, flow_id, flow_type, step.step_type, step.input,
-                                step.phase, 1, step.due_at))
+        self._submit(
+            ActiveStep(
+                step.id,
+                run_id,
+                flow_id,
+                flow_type,
+                step.step_type,
+                step.input,
+                step.phase,
+                1,
+                step.due_at,
+            )
+        )
 
     def recover(self, record: ActiveStepRecord) -> None:
         """Resume a Step execution found active at start-up."""
-        step = ActiveStep(record.id, record.run_id, record.flow_id, record.flow_type,
-                          record.step_type, record.input, record.phase, record.attempt,
-                          record.due_at)
+        step = ActiveStep(
+            record.id,
+            record.run_id,
+            record.flow_id,
+            record.flow_type,
+            record.step_type,
+            record.input,
+            record.phase,
+            record.attempt,
+            record.due_at,
+        )
         if record.attempt > 1:
             # A queued retry keeps its locks: take them before any RPC can.
             keys = self._lock_keys(step)
@@ -123,8 +142,9 @@ class Scheduler:
 
     def _schedule(self, step: ActiveStep) -> None:
         if step.due_at is not None and step.due_at > self.rt.now_us():
-            step.timer = self.rt.timers.call_at(step.due_at / 1_000_000,
-                                                functools.partial(self._start, step))
+            step.timer = self.rt.timers.call_at(
+                step.due_at / 1_000_000, functools.partial(self._start, step)
+            )
         else:
             self._start(step)
 
@@ -207,8 +227,11 @@ class Scheduler:
                 return await fn(context, value)
             # A sync generator yields Stream writes and heartbeats; its return value is the
             # handler's result.
-            target = (functools.partial(run_generator, fn, context, value)
-                      if is_generator_handler(fn) else functools.partial(fn, context, value))
+            target = (
+                functools.partial(run_generator, fn, context, value)
+                if is_generator_handler(fn)
+                else functools.partial(fn, context, value)
+            )
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._executor, target)
         finally:
@@ -220,7 +243,9 @@ class Scheduler:
         spec, sspec = self._spec(step)
         options = sspec.options
         waiting = step.phase == PHASE_WAIT_FOR
-        whole = options.wait_for_load_attribute_maps if waiting else options.execute_load_attribute_maps
+        whole = (
+            options.wait_for_load_attribute_maps if waiting else options.execute_load_attribute_maps
+        )
         exact = (
             options.wait_for_load_attribute_map_instances
             if waiting
@@ -235,14 +260,22 @@ class Scheduler:
             self._forget(step)
             return
         context = await self.rt.build_context(
-            spec, snapshot, loaded_maps=loaded_maps, loaded_instances=loaded_instances,
-            step_execution_id=step.id, step_type=step.step_type, attempt=step.attempt,
+            spec,
+            snapshot,
+            loaded_maps=loaded_maps,
+            loaded_instances=loaded_instances,
+            step_execution_id=step.id,
+            step_type=step.step_type,
+            attempt=step.attempt,
         )
         step.context = context
         if self.streams is not None:
             handler = getattr(sspec.step, "wait_for" if waiting else "execute")
             context.step_io = self.streams.step_io(
-                spec.streams, spec.flow_type, step.flow_id, step.id,
+                spec.streams,
+                spec.flow_type,
+                step.flow_id,
+                step.id,
                 is_async=asyncio.iscoroutinefunction(handler),
             )
         try:
@@ -272,18 +305,28 @@ class Scheduler:
             return
         await self._commit(step, spec, outcome, effects)
 
-    async def _finish_wait(self, step: ActiveStep, spec: FlowSpec, context: Context, wait: Wait) -> None:
+    async def _finish_wait(
+        self, step: ActiveStep, spec: FlowSpec, context: Context, wait: Wait
+    ) -> None:
         delay = wait.delay_seconds()
-        writes = await self.rt.stage_writes(spec, step.flow_id, context.staged_writes, context.staged_texts)
+        writes = await self.rt.stage_writes(
+            spec, step.flow_id, context.staged_writes, context.staged_texts
+        )
         due = self.rt.now_us() + int(delay * 1_000_000) if delay > 0 else None
         if step.canceled:
             return
         if writes or due is not None:
             try:
-                await self.rt.db.write(commits.enter_execute_phase(
-                    run_id=step.run_id, step_id=step.id, attempt=step.attempt, due_at=due,
-                    writes=writes, now=self.rt.now_us(),
-                ))
+                await self.rt.db.write(
+                    commits.enter_execute_phase(
+                        run_id=step.run_id,
+                        step_id=step.id,
+                        attempt=step.attempt,
+                        due_at=due,
+                        writes=writes,
+                        now=self.rt.now_us(),
+                    )
+                )
             except StaleAttemptError:
                 self._forget(step)
                 return
@@ -298,7 +341,9 @@ class Scheduler:
         self, step: ActiveStep, spec: FlowSpec, context: Context, decision: StepDecision
     ) -> tuple[StepOutcome, Effects]:
         effects = Effects(
-            writes=await self.rt.stage_writes(spec, step.flow_id, context.staged_writes, context.staged_texts),
+            writes=await self.rt.stage_writes(
+                spec, step.flow_id, context.staged_writes, context.staged_texts
+            ),
             new_steps=self.rt.new_steps(spec, decision.movements),
             cancel_step_types=self.rt.step_type_names(spec, decision.canceling_steps),
         )
@@ -316,30 +361,46 @@ class Scheduler:
         self, step: ActiveStep, spec: FlowSpec, outcome: StepOutcome, effects: Effects
     ) -> None:
         try:
-            result: CommitResult = await self.rt.db.write(commits.commit_step(
-                run_id=step.run_id, step_id=step.id, step_type=step.step_type,
-                attempt=step.attempt, outcome=outcome, effects=effects, now=self.rt.now_us(),
-            ))
+            result: CommitResult = await self.rt.db.write(
+                commits.commit_step(
+                    run_id=step.run_id,
+                    step_id=step.id,
+                    step_type=step.step_type,
+                    attempt=step.attempt,
+                    outcome=outcome,
+                    effects=effects,
+                    now=self.rt.now_us(),
+                )
+            )
         except StaleAttemptError:
             self._forget(step)
             return
         self._forget(step)
         self.rt.after_commit(result, step.flow_id, step.flow_type, writes=effects.writes)
 
-    async def _fail(self, step: ActiveStep, spec: FlowSpec, sspec: StepSpec, exc: Exception) -> None:
+    async def _fail(
+        self, step: ActiveStep, spec: FlowSpec, sspec: StepSpec, exc: Exception
+    ) -> None:
         error_type, message = type(exc).__name__, str(exc)
         policy: RetryPolicy = (
-            (sspec.options.wait_for_retry if step.phase == PHASE_WAIT_FOR
-             else sspec.options.execute_retry)
-            or NO_RETRY
-        )
+            sspec.options.wait_for_retry
+            if step.phase == PHASE_WAIT_FOR
+            else sspec.options.execute_retry
+        ) or NO_RETRY
         if step.attempt < policy.max_attempts:
             due = self.rt.now_us() + int(policy.delay_before(step.attempt + 1) * 1_000_000)
             try:
-                await self.rt.db.write(commits.retry_step(
-                    run_id=step.run_id, step_id=step.id, attempt=step.attempt, due_at=due,
-                    error_type=error_type, error_message=message, now=self.rt.now_us(),
-                ))
+                await self.rt.db.write(
+                    commits.retry_step(
+                        run_id=step.run_id,
+                        step_id=step.id,
+                        attempt=step.attempt,
+                        due_at=due,
+                        error_type=error_type,
+                        error_message=message,
+                        now=self.rt.now_us(),
+                    )
+                )
             except StaleAttemptError:
                 self._forget(step)
                 return
@@ -358,12 +419,15 @@ class Scheduler:
 def _failure_movement(failure: Any, step: ActiveStep, exc: Exception) -> Any:
     from engine.step import StepMovement
 
-    return StepMovement.of(failure, {
-        "stepType": step.step_type,
-        "stepExecutionId": step.id,
-        "errorType": type(exc).__name__,
-        "errorMessage": str(exc),
-    })
+    return StepMovement.of(
+        failure,
+        {
+            "stepType": step.step_type,
+            "stepExecutionId": step.id,
+            "errorType": type(exc).__name__,
+            "errorMessage": str(exc),
+        },
+    )
 
 
 async def recover(runtime: Runtime, scheduler: Scheduler) -> int:
@@ -377,12 +441,14 @@ async def recover(runtime: Runtime, scheduler: Scheduler) -> int:
     count = 0
     for record in records:
         if record.flow_type not in known:
-            log.warning("not resuming Step %s: Flow type %s is not registered", record.id,
-                        record.flow_type)
+            log.warning(
+                "not resuming Step %s: Flow type %s is not registered", record.id, record.flow_type
+            )
             continue
         if record.step_type not in runtime.registry.spec(record.flow_type).steps:
-            log.warning("not resuming Step %s: Step type %s is not registered", record.id,
-                        record.step_type)
+            log.warning(
+                "not resuming Step %s: Step type %s is not registered", record.id, record.step_type
+            )
             continue
         scheduler.recover(record)
         count += 1

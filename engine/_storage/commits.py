@@ -58,8 +58,14 @@ def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite]
     for w in writes:
         latest[(w.name, w.instance)] = w
     upserts = [
-        {"run_id": run_id, "name": w.name, "instance": w.instance, "value": w.value,
-         "blob": w.blob, "updated_at": now}
+        {
+            "run_id": run_id,
+            "name": w.name,
+            "instance": w.instance,
+            "value": w.value,
+            "blob": w.blob,
+            "updated_at": now,
+        }
         for w in latest.values()
         if w.value is not None or w.blob
     ]
@@ -97,8 +103,12 @@ def add_history(
 ) -> None:
     """Append events to the run's history."""
     rows = [
-        {"run_id": run_id, "event_type": kind, "at": now,
-         "details": json.dumps(details, separators=(",", ":"), default=str)}
+        {
+            "run_id": run_id,
+            "event_type": kind,
+            "at": now,
+            "details": json.dumps(details, separators=(",", ":"), default=str),
+        }
         for kind, details in events
     ]
     if rows:
@@ -108,9 +118,17 @@ def add_history(
 def insert_steps(conn: Connection, run_id: str, steps: Iterable[NewStep], now: int) -> None:
     """Create pending Step executions."""
     rows = [
-        {"id": s.id, "run_id": run_id, "step_type": s.step_type, "input": s.input,
-         "state": STEP_PENDING, "phase": s.phase, "attempt": 1, "due_at": s.due_at,
-         "created_at": now}
+        {
+            "id": s.id,
+            "run_id": run_id,
+            "step_type": s.step_type,
+            "input": s.input,
+            "state": STEP_PENDING,
+            "phase": s.phase,
+            "attempt": 1,
+            "due_at": s.due_at,
+            "created_at": now,
+        }
         for s in steps
     ]
     if rows:
@@ -167,7 +185,12 @@ def close_run(
     add_history(
         conn,
         run_id,
-        [("FLOW_CLOSED", {"status": status, "errorType": error_type, "errorMessage": error_message})],
+        [
+            (
+                "FLOW_CLOSED",
+                {"status": status, "errorType": error_type, "errorMessage": error_message},
+            )
+        ],
         now,
     )
     return canceled
@@ -211,7 +234,10 @@ def start_run(
                         run_id=latest.run_id,
                     )
                 canceled = close_run(
-                    conn, latest.run_id, "TERMINATED", now,
+                    conn,
+                    latest.run_id,
+                    "TERMINATED",
+                    now,
                     error_message="terminated by a new start (TERMINATE_IF_RUNNING)",
                 )
                 terminated = CommitResult(latest.run_id, canceled, closed_status="TERMINATED")
@@ -235,17 +261,32 @@ def start_run(
             )
         conn.execute(
             insert(t.runs).values(
-                run_id=run_id, flow_id=flow_id, flow_type=flow_type, status=RUNNING, input=input,
-                request_id=request_id, started_at=now, timeout_at=timeout_at,
+                run_id=run_id,
+                flow_id=flow_id,
+                flow_type=flow_type,
+                status=RUNNING,
+                input=input,
+                request_id=request_id,
+                started_at=now,
+                timeout_at=timeout_at,
             )
         )
         apply_writes(conn, run_id, writes, now)
         if start_step is not None:
             insert_steps(conn, run_id, [start_step], now)
         add_history(
-            conn, run_id,
-            [("FLOW_STARTED", {"flowType": flow_type, "requestId": request_id,
-                               "initialAttributes": sorted(_key(w) for w in writes)})],
+            conn,
+            run_id,
+            [
+                (
+                    "FLOW_STARTED",
+                    {
+                        "flowType": flow_type,
+                        "requestId": request_id,
+                        "initialAttributes": sorted(_key(w) for w in writes),
+                    },
+                )
+            ],
             now,
         )
         return run_id, True, terminated
@@ -257,9 +298,7 @@ def _key(w: AttributeWrite) -> str:
     return w.name if not w.instance else f"{w.name}/{w.instance}"
 
 
-def commit_rpc(
-    *, run_id: str, rpc_name: str, effects: Effects, now: int, flow_id: str
-) -> Unit:
+def commit_rpc(*, run_id: str, rpc_name: str, effects: Effects, now: int, flow_id: str) -> Unit:
     """Commit an RPC's effects: writes, then cancellations, then its next Steps."""
 
     def unit(conn: Connection) -> CommitResult:
@@ -271,18 +310,31 @@ def commit_rpc(
                 operation="invokeRpc",
             )
         apply_writes(conn, run_id, effects.writes, now)
-        canceled = cancel_steps(
-            conn, run_id, now, step_types=effects.cancel_step_types,
-        ) if effects.cancel_step_types else ()
+        canceled = (
+            cancel_steps(
+                conn,
+                run_id,
+                now,
+                step_types=effects.cancel_step_types,
+            )
+            if effects.cancel_step_types
+            else ()
+        )
         insert_steps(conn, run_id, effects.new_steps, now)
         add_history(
-            conn, run_id,
-            [("RPC_COMMITTED", {
-                "rpc": rpc_name,
-                "attributes": sorted({_key(w) for w in effects.writes}),
-                "canceledSteps": list(canceled),
-                "nextSteps": [s.step_type for s in effects.new_steps],
-            })],
+            conn,
+            run_id,
+            [
+                (
+                    "RPC_COMMITTED",
+                    {
+                        "rpc": rpc_name,
+                        "attributes": sorted({_key(w) for w in effects.writes}),
+                        "canceledSteps": list(canceled),
+                        "nextSteps": [s.step_type for s in effects.new_steps],
+                    },
+                )
+            ],
             now,
         )
         return CommitResult(run_id, canceled, tuple(effects.new_steps))
@@ -337,14 +389,23 @@ def commit_step(
         )
         insert_steps(conn, run_id, effects.new_steps, now)
         add_history(
-            conn, run_id,
-            [("STEP_CLOSED", {
-                "stepType": step_type, "stepExecutionId": step_id, "attempt": attempt,
-                "decision": outcome.kind, "errorType": outcome.error_type,
-                "errorMessage": outcome.error_message,
-                "nextSteps": [s.step_type for s in effects.new_steps],
-                "canceledSteps": list(canceled),
-            })],
+            conn,
+            run_id,
+            [
+                (
+                    "STEP_CLOSED",
+                    {
+                        "stepType": step_type,
+                        "stepExecutionId": step_id,
+                        "attempt": attempt,
+                        "decision": outcome.kind,
+                        "errorType": outcome.error_type,
+                        "errorMessage": outcome.error_message,
+                        "nextSteps": [s.step_type for s in effects.new_steps],
+                        "canceledSteps": list(canceled),
+                    },
+                )
+            ],
             now,
         )
         closed: str | None = None
@@ -354,21 +415,24 @@ def commit_step(
             closed = FAILED
         elif not effects.new_steps:
             active = conn.execute(
-                select(func.count()).select_from(se).where(
-                    se.c.run_id == run_id, se.c.state == STEP_PENDING
-                )
+                select(func.count())
+                .select_from(se)
+                .where(se.c.run_id == run_id, se.c.state == STEP_PENDING)
             ).scalar_one()
             if active == 0:
                 completions = conn.execute(
-                    select(func.count()).select_from(se).where(
-                        and_(se.c.run_id == run_id, se.c.is_completion.is_(True))
-                    )
+                    select(func.count())
+                    .select_from(se)
+                    .where(and_(se.c.run_id == run_id, se.c.is_completion.is_(True)))
                 ).scalar_one()
                 if completions:
                     closed = COMPLETED
         if closed is not None:
             canceled += close_run(
-                conn, run_id, closed, now,
+                conn,
+                run_id,
+                closed,
+                now,
                 error_type=outcome.error_type if closed == FAILED else None,
                 error_message=outcome.error_message if closed == FAILED else None,
             )
@@ -378,8 +442,14 @@ def commit_step(
 
 
 def retry_step(
-    *, run_id: str, step_id: str, attempt: int, due_at: int, error_type: str,
-    error_message: str, now: int,
+    *,
+    run_id: str,
+    step_id: str,
+    attempt: int,
+    due_at: int,
+    error_type: str,
+    error_message: str,
+    now: int,
 ) -> Unit:
     """Record a failed attempt and schedule the next one; its writes are discarded."""
 
@@ -391,10 +461,20 @@ def retry_step(
             .values(attempt=attempt + 1, due_at=due_at)
         )
         add_history(
-            conn, run_id,
-            [("STEP_ATTEMPT_FAILED", {"stepExecutionId": step_id, "attempt": attempt,
-                                      "errorType": error_type, "errorMessage": error_message,
-                                      "retryAt": due_at})],
+            conn,
+            run_id,
+            [
+                (
+                    "STEP_ATTEMPT_FAILED",
+                    {
+                        "stepExecutionId": step_id,
+                        "attempt": attempt,
+                        "errorType": error_type,
+                        "errorMessage": error_message,
+                        "retryAt": due_at,
+                    },
+                )
+            ],
             now,
         )
 
@@ -402,7 +482,12 @@ def retry_step(
 
 
 def enter_execute_phase(
-    *, run_id: str, step_id: str, attempt: int, due_at: int | None, writes: list[AttributeWrite],
+    *,
+    run_id: str,
+    step_id: str,
+    attempt: int,
+    due_at: int | None,
+    writes: list[AttributeWrite],
     now: int,
 ) -> Unit:
     """Commit a ``wait_for`` result: its writes, and when ``execute`` may run."""
@@ -420,7 +505,12 @@ def enter_execute_phase(
 
 
 def stop_run(
-    *, flow_id: str, run_id: str | None, status: str, reason: str | None, now: int,
+    *,
+    flow_id: str,
+    run_id: str | None,
+    status: str,
+    reason: str | None,
+    now: int,
     only_if_running: bool = False,
 ) -> Unit:
     """Close the latest (or given) run of ``flow_id`` with ``status``."""
@@ -452,20 +542,27 @@ def stop_run(
 def set_attributes(
     *, flow_id: str, run_id: str, writes: list[AttributeWrite], now: int, closed_erase: bool
 ) -> Unit:
-    """Apply a client's Attribute writes to an open run (or erase hard-delete rows of a closed one)."""
+    """Apply a client's Attribute writes to an open run, or erase hard-delete rows of a closed
+    one."""
 
     def unit(conn: Connection) -> None:
         status = _run_status(conn, run_id)
         if status is None or (status != RUNNING and not closed_erase):
             raise FlowNotActiveOrNotFoundError(
-                f"Flow {flow_id} run {run_id} is not active", flow_id=flow_id,
+                f"Flow {flow_id} run {run_id} is not active",
+                flow_id=flow_id,
                 operation="setAttributes",
             )
         apply_writes(conn, run_id, writes, now)
         add_history(
-            conn, run_id,
-            [("ATTRIBUTES_SET", {"attributes": sorted({_key(w) for w in writes}),
-                                 "erase": closed_erase})],
+            conn,
+            run_id,
+            [
+                (
+                    "ATTRIBUTES_SET",
+                    {"attributes": sorted({_key(w) for w in writes}), "erase": closed_erase},
+                )
+            ],
             now,
         )
 

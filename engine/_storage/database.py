@@ -63,10 +63,15 @@ class Database:
         if not self.is_sqlite:
             raise NotImplementedError("only SQLite is supported by this build")
         database = self.url.database or ""
-        if database and database != ":memory:":
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._writer = _SQLiteWriter(self.url.set(drivername="sqlite"), self.settings)
-        await asyncio.to_thread(self._writer.start)
+
+        def start_writer() -> None:
+            if database and database != ":memory:":
+                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            assert self._writer is not None
+            self._writer.start()
+
+        await asyncio.to_thread(start_writer)
         self.read_engine = create_async_engine(
             self.url.set(drivername="sqlite+aiosqlite"),
             pool_size=self.settings.read_pool_size,

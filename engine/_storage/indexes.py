@@ -123,15 +123,26 @@ def apply_index_writes(conn: Connection, run_id: str, writes: Iterable[Attribute
         stmt = _upsert(conn, sv)
         stmt = stmt.on_conflict_do_update(
             index_elements=[sv.c.run_id, sv.c.key],
-            set_={c: stmt.excluded[c] for c in
-                  ("type", "value", "text_value", "int_value", "real_value")},
+            set_={
+                c: stmt.excluded[c]
+                for c in ("type", "value", "text_value", "int_value", "real_value")
+            },
         )
-        conn.execute(stmt, [
-            {"run_id": run_id, "key": w.key, "type": w.type, "value": w.value,
-             "text_value": w.text if w.type == "KEYWORD" else None,
-             "int_value": w.number, "real_value": w.real}
-            for w in sets
-        ])
+        conn.execute(
+            stmt,
+            [
+                {
+                    "run_id": run_id,
+                    "key": w.key,
+                    "type": w.type,
+                    "value": w.value,
+                    "text_value": w.text if w.type == "KEYWORD" else None,
+                    "int_value": w.number,
+                    "real_value": w.real,
+                }
+                for w in sets
+            ],
+        )
     arrays = [w for w in latest.values() if w.type == "KEYWORD_ARRAY"]
     if arrays:
         conn.execute(

@@ -31,8 +31,17 @@ from engine._storage.records import (
 )
 
 _RUN_COLUMNS = (
-    "run_id", "flow_id", "flow_type", "status", "input", "request_id", "started_at",
-    "closed_at", "timeout_at", "error_type", "error_message",
+    "run_id",
+    "flow_id",
+    "flow_type",
+    "status",
+    "input",
+    "request_id",
+    "started_at",
+    "closed_at",
+    "timeout_at",
+    "error_type",
+    "error_message",
 )
 
 
@@ -43,20 +52,26 @@ def _run_from(row: Any) -> RunInfo:
 def _target_run(by_run_id: bool) -> Any:
     """A subquery yielding the run to read: :run_id of :flow_id, or the Flow's latest."""
     if by_run_id:
-        return select(t.runs.c.run_id).where(
-            t.runs.c.run_id == bindparam("run_id"), t.runs.c.flow_id == bindparam("flow_id")
-        ).scalar_subquery()
-    return select(t.flows.c.latest_run_id).where(
-        t.flows.c.flow_id == bindparam("flow_id")
-    ).scalar_subquery()
+        return (
+            select(t.runs.c.run_id)
+            .where(t.runs.c.run_id == bindparam("run_id"), t.runs.c.flow_id == bindparam("flow_id"))
+            .scalar_subquery()
+        )
+    return (
+        select(t.flows.c.latest_run_id)
+        .where(t.flows.c.flow_id == bindparam("flow_id"))
+        .scalar_subquery()
+    )
 
 
 def target_run(flow_id: str, run_id: str | None) -> Any:
     """A subquery yielding ``run_id`` of ``flow_id``, or the Flow's latest run."""
     if run_id is not None:
-        return select(t.runs.c.run_id).where(
-            t.runs.c.run_id == run_id, t.runs.c.flow_id == flow_id
-        ).scalar_subquery()
+        return (
+            select(t.runs.c.run_id)
+            .where(t.runs.c.run_id == run_id, t.runs.c.flow_id == flow_id)
+            .scalar_subquery()
+        )
     return select(t.flows.c.latest_run_id).where(t.flows.c.flow_id == flow_id).scalar_subquery()
 
 
@@ -88,14 +103,26 @@ def _snapshot_statement(
     run_cols = [t.runs.c[c] for c in _RUN_COLUMNS]
     a = t.attributes
     pad = [null().label(c) for c in _RUN_COLUMNS[1:]]
-    run_part = select(literal("r").label("kind"), *run_cols, null().label("name"),
-                      null().label("instance"), null().label("value"),
-                      false().label("blob")).where(t.runs.c.run_id == target)
+    run_part = select(
+        literal("r").label("kind"),
+        *run_cols,
+        null().label("name"),
+        null().label("instance"),
+        null().label("value"),
+        false().label("blob"),
+    ).where(t.runs.c.run_id == target)
     parts: list[Any] = [run_part]
 
     def attr_select(condition: Any) -> Any:
-        return select(literal("a").label("kind"), a.c.run_id, *pad, a.c.name, a.c.instance,
-                      a.c.value, a.c.blob).where(a.c.run_id == target, condition)
+        return select(
+            literal("a").label("kind"),
+            a.c.run_id,
+            *pad,
+            a.c.name,
+            a.c.instance,
+            a.c.value,
+            a.c.blob,
+        ).where(a.c.run_id == target, condition)
 
     if names is None:
         parts.append(attr_select(a.c.instance == ""))
@@ -104,9 +131,11 @@ def _snapshot_statement(
     if maps:
         parts.append(attr_select(and_(a.c.instance != "", a.c.name.in_(maps))))
     if exact:
-        parts.append(attr_select(or_(*[
-            and_(a.c.instance == inst, a.c.name == name) for name, inst in exact
-        ])))
+        parts.append(
+            attr_select(
+                or_(*[and_(a.c.instance == inst, a.c.name == name) for name, inst in exact])
+            )
+        )
     return union_all(*parts) if len(parts) > 1 else parts[0]
 
 
@@ -183,8 +212,17 @@ async def active_steps(db: Database) -> list[ActiveStepRecord]:
     """Return every active Step of every open run, oldest first (for recovery)."""
     se, r = t.step_executions, t.runs
     query = (
-        select(se.c.id, se.c.run_id, r.c.flow_id, r.c.flow_type, se.c.step_type, se.c.input,
-               se.c.phase, se.c.attempt, se.c.due_at)
+        select(
+            se.c.id,
+            se.c.run_id,
+            r.c.flow_id,
+            r.c.flow_type,
+            se.c.step_type,
+            se.c.input,
+            se.c.phase,
+            se.c.attempt,
+            se.c.due_at,
+        )
         .join(r, r.c.run_id == se.c.run_id)
         .where(se.c.state == STEP_PENDING, r.c.status == RUNNING)
         .order_by(se.c.created_at, se.c.id)
@@ -194,5 +232,10 @@ async def active_steps(db: Database) -> list[ActiveStepRecord]:
 
 
 __all__: Sequence[str] = (
-    "active_steps", "completions", "history", "load_run", "load_snapshot", "running_runs",
+    "active_steps",
+    "completions",
+    "history",
+    "load_run",
+    "load_snapshot",
+    "running_runs",
 )

@@ -70,7 +70,10 @@ class StepExecutionRow(SQLModel, table=True):
     """One Step execution. Active states are PENDING (ready, or due at ``due_at``)."""
 
     __tablename__ = "step_executions"
-    __table_args__ = (Index("ix_steps_run_state", "run_id", "state"), Index("ix_steps_state", "state"))
+    __table_args__ = (
+        Index("ix_steps_run_state", "run_id", "state"),
+        Index("ix_steps_state", "state"),
+    )
 
     id: str = Field(primary_key=True)
     run_id: str

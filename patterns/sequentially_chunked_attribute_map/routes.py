@@ -22,9 +22,9 @@ from engine import (
 from patterns.sequentially_chunked_attribute_map.flow import (
     CURRENT,
     ChunkedSubscriberFlow,
-    SubscriberArchiveState,
     GetSubscriberPageInput,
     RegisterSubscriberInput,
+    SubscriberArchiveState,
     SubscriberRecord,
     check_page_token,
 )
@@ -96,8 +96,12 @@ def _engine(request: Request) -> Engine:
 
 
 def _record(record: SubscriberRecord) -> SubscriberResponse:
-    return SubscriberResponse(sequence=record.sequence, email=record.email, name=record.name,
-                              registered_at=record.registered_at)
+    return SubscriberResponse(
+        sequence=record.sequence,
+        email=record.email,
+        name=record.name,
+        registered_at=record.registered_at,
+    )
 
 
 @router.post(
@@ -107,13 +111,16 @@ def _record(record: SubscriberRecord) -> SubscriberResponse:
     response_model=StartResponse,
     responses={200: {"model": StartResponse, "description": "Already running"}},
 )
-async def start(request: Request, response: Response,
-                flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> StartResponse:
+async def start(
+    request: Request, response: Response, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
+) -> StartResponse:
     """Start the RPC-only subscriber Flow (no Flow timeout); 200 if it is already running."""
     eng = _engine(request)
     try:
         result = await eng.start_flow(
-            ChunkedSubscriberFlow, flow_id, None,
+            ChunkedSubscriberFlow,
+            flow_id,
+            None,
             StartFlowOptions(initial_attributes=initial_attributes()),
         )
     except FlowAlreadyStartedError as exc:
@@ -127,11 +134,14 @@ async def start(request: Request, response: Response,
     operation_id="registerSubscriber",
     status_code=status.HTTP_201_CREATED,
     response_model=SubscriberResponse,
-    responses={404: {"description": "Flow not started", **_PROBLEM},
-               409: {"description": "Lock conflicts outlasted the retry budget", **_PROBLEM}},
+    responses={
+        404: {"description": "Flow not started", **_PROBLEM},
+        409: {"description": "Lock conflicts outlasted the retry budget", **_PROBLEM},
+    },
 )
-async def register(body: RegisterBody, request: Request,
-                   flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> SubscriberResponse:
+async def register(
+    body: RegisterBody, request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
+) -> SubscriberResponse:
     """Append a subscriber; retries RPC lock conflicts with jittered exponential backoff."""
     eng = _engine(request)
     budget = request.app.state.settings.lock_retry_seconds
@@ -183,8 +193,10 @@ def _arrival_queue(request: Request, flow_id: str) -> asyncio.Lock:
     "/subscribers",
     operation_id="listSubscribers",
     response_model=SubscribersPageResponse,
-    responses={400: {"description": "Malformed page token (INVALID_PAGE_TOKEN)", **_PROBLEM},
-               404: {"description": "No such chunk (PAGE_NOT_FOUND) or Flow", **_PROBLEM}},
+    responses={
+        400: {"description": "Malformed page token (INVALID_PAGE_TOKEN)", **_PROBLEM},
+        404: {"description": "No such chunk (PAGE_NOT_FOUND) or Flow", **_PROBLEM},
+    },
 )
 async def subscribers(
     request: Request,

@@ -90,9 +90,14 @@ def registry() -> Registry:
 
 
 async def start(client: httpx.AsyncClient, flow_id: str = "f", **initial: Any) -> None:
-    response = await client.post("/api/v1/flows", json={
-        "flowType": "MatchFlow", "flowId": flow_id, "options": {"initialAttributes": initial},
-    })
+    response = await client.post(
+        "/api/v1/flows",
+        json={
+            "flowType": "MatchFlow",
+            "flowId": flow_id,
+            "options": {"initialAttributes": initial},
+        },
+    )
     assert response.status_code == 201, response.text
 
 
@@ -121,8 +126,7 @@ async def test_match_returns_at_once_when_the_current_value_already_matches(
     async with make_client(registry()) as client:
         await start(client, status="ready")
         began = time.monotonic()
-        response = await match(client, name="status", operator="EQ", value="ready",
-                               waitSeconds=30)
+        response = await match(client, name="status", operator="EQ", value="ready", waitSeconds=30)
         assert response.status_code == 200
         assert response.json() == {"matched": True, "value": "ready"}
         assert time.monotonic() - began < 5
@@ -167,24 +171,37 @@ async def test_match_wakes_when_set_attributes_commits_a_matching_value(
 async def test_match_on_a_map_instance_ignores_other_instances(make_client: Any) -> None:
     async with make_client(registry()) as client:
         await start(client)
-        task = await waiting(client, name="progress", instance="payment", operator="EQ",
-                             value="authorized", waitSeconds=30)
+        task = await waiting(
+            client,
+            name="progress",
+            instance="payment",
+            operator="EQ",
+            value="authorized",
+            waitSeconds=30,
+        )
         await invoke(client, "set_progress", {"shipping": "authorized"})
         await asyncio.sleep(0.05)
         assert not task.done()
         await invoke(client, "set_progress", {"payment": "authorized"})
-        assert (await asyncio.wait_for(task, 5)).json() == {"matched": True,
-                                                              "value": "authorized"}
+        assert (await asyncio.wait_for(task, 5)).json() == {"matched": True, "value": "authorized"}
 
 
 async def test_ordered_operators_compare_int_and_double_values(make_client: Any) -> None:
     async with make_client(registry()) as client:
         await start(client, count=10, ratio=0.5)
         cases = [
-            ("count", "GT", 9, True), ("count", "GT", 10, False), ("count", "GE", 10, True),
-            ("count", "LT", 11, True), ("count", "LT", 10, False), ("count", "LE", 10, True),
-            ("count", "GT", 9.5, True), ("ratio", "LT", 1, True), ("ratio", "GE", 0.75, False),
-            ("count", "EQ", 10, True), ("count", "NE", 10, False), ("ratio", "EQ", 0.5, True),
+            ("count", "GT", 9, True),
+            ("count", "GT", 10, False),
+            ("count", "GE", 10, True),
+            ("count", "LT", 11, True),
+            ("count", "LT", 10, False),
+            ("count", "LE", 10, True),
+            ("count", "GT", 9.5, True),
+            ("ratio", "LT", 1, True),
+            ("ratio", "GE", 0.75, False),
+            ("count", "EQ", 10, True),
+            ("count", "NE", 10, False),
+            ("ratio", "EQ", 0.5, True),
         ]
         for name, operator, value, matched in cases:
             response = await match(client, name=name, operator=operator, value=value)
@@ -241,11 +258,11 @@ async def test_match_on_a_closed_or_missing_flow_is_not_found(make_client: Any) 
 async def test_a_match_committed_with_the_flow_completion_is_returned(make_client: Any) -> None:
     async with make_client(registry()) as client:
         await start(client, status="working")
-        task = await waiting(client, name="status", operator="EQ", value="completed",
-                             waitSeconds=30)
+        task = await waiting(
+            client, name="status", operator="EQ", value="completed", waitSeconds=30
+        )
         await invoke(client, "finish")
-        assert (await asyncio.wait_for(task, 5)).json() == {"matched": True,
-                                                              "value": "completed"}
+        assert (await asyncio.wait_for(task, 5)).json() == {"matched": True, "value": "completed"}
 
 
 async def test_a_flow_closing_without_a_match_ends_the_wait_as_not_found(
@@ -253,8 +270,7 @@ async def test_a_flow_closing_without_a_match_ends_the_wait_as_not_found(
 ) -> None:
     async with make_client(registry()) as client:
         await start(client, status="working")
-        task = await waiting(client, name="status", operator="EQ", value="never",
-                             waitSeconds=30)
+        task = await waiting(client, name="status", operator="EQ", value="never", waitSeconds=30)
         assert (await client.post("/api/v1/flows/f/stop", json={})).status_code == 202
         response = await asyncio.wait_for(task, 5)
         assert response.status_code == 404
@@ -283,11 +299,16 @@ async def test_invalid_match_requests_are_invalid_argument(make_client: Any) -> 
             response = await match(client, **body)
             assert response.status_code == 400, (body, response.text)
             assert response.json()["code"] == "INVALID_ARGUMENT", body
-        for raw in ('{"name": "count", "operator": "EQ", "value": NaN}',
-                    '{"name": "count", "operator": "GT", "value": Infinity}',
-                    '{"name": "ratio", "operator": "LT", "value": -Infinity}'):
-            response = await client.post("/api/v1/flows/f/attribute-matches", content=raw,
-                                         headers={"content-type": "application/json"})
+        for raw in (
+            '{"name": "count", "operator": "EQ", "value": NaN}',
+            '{"name": "count", "operator": "GT", "value": Infinity}',
+            '{"name": "ratio", "operator": "LT", "value": -Infinity}',
+        ):
+            response = await client.post(
+                "/api/v1/flows/f/attribute-matches",
+                content=raw,
+                headers={"content-type": "application/json"},
+            )
             assert response.status_code == 400, (raw, response.text)
             assert response.json()["code"] == "INVALID_ARGUMENT", raw
         response = await match(client, name="status", operator="LIKE", value="a")

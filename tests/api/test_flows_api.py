@@ -112,25 +112,38 @@ def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str
 
 
 async def start(client: httpx.AsyncClient, flow_type: str, flow_id: str, **body: Any) -> Any:
-    return await client.post("/api/v1/flows",
-                             json={"flowType": flow_type, "flowId": flow_id, **body})
+    return await client.post(
+        "/api/v1/flows", json={"flowType": flow_type, "flowId": flow_id, **body}
+    )
 
 
 async def test_start_describe_and_wait_for_a_flow(make_client: Any) -> None:
     async with make_client(registry()) as client:
-        created = await start(client, "ShopFlow", "order-1", input="ada",
-                              options={"initialAttributes": {"nickname": "Ada L."}})
+        created = await start(
+            client,
+            "ShopFlow",
+            "order-1",
+            input="ada",
+            options={"initialAttributes": {"nickname": "Ada L."}},
+        )
         assert created.status_code == 201
         body = created.json()
         assert body["flowId"] == "order-1" and body["started"] is True
         result = await client.get("/api/v1/flows/order-1/result", params={"waitSeconds": 10})
         assert result.status_code == 200
         assert result.json() == {
-            "flowId": "order-1", "runId": body["runId"], "status": "COMPLETED",
-            "completions": [{"stepType": "Greet", "stepExecutionId":
-                             result.json()["completions"][0]["stepExecutionId"],
-                             "output": "hello Ada L."}],
-            "errorType": None, "errorMessage": None,
+            "flowId": "order-1",
+            "runId": body["runId"],
+            "status": "COMPLETED",
+            "completions": [
+                {
+                    "stepType": "Greet",
+                    "stepExecutionId": result.json()["completions"][0]["stepExecutionId"],
+                    "output": "hello Ada L.",
+                }
+            ],
+            "errorType": None,
+            "errorMessage": None,
         }
         info = (await client.get("/api/v1/flows/order-1")).json()
         assert info["status"] == "COMPLETED" and info["flowType"] == "ShopFlow"
@@ -148,33 +161,43 @@ async def test_start_with_request_id_and_ignore_already_started_answers_200(
         assert (first.status_code, again.status_code) == (201, 200)
         assert again.json() == {**first.json(), "started": False}
         conflict = await start(client, "LedgerFlow", "ledger")
-        assert assert_problem(conflict, 409, "FLOW_ALREADY_STARTED")["runId"] == \
-            first.json()["runId"]
+        assert (
+            assert_problem(conflict, 409, "FLOW_ALREADY_STARTED")["runId"] == first.json()["runId"]
+        )
 
 
 async def test_start_errors_are_problems_naming_the_field(make_client: Any) -> None:
     async with make_client(registry()) as client:
         assert_problem(await start(client, "Nope", "x"), 404, "FLOW_TYPE_NOT_FOUND")
-        bad_input = assert_problem(await start(client, "ShopFlow", "x", input=5), 400,
-                                   "INVALID_ARGUMENT")
+        bad_input = assert_problem(
+            await start(client, "ShopFlow", "x", input=5), 400, "INVALID_ARGUMENT"
+        )
         assert bad_input["field"] == "input"
         unknown = assert_problem(
-            await start(client, "ShopFlow", "x", input="a",
-                        options={"initialAttributes": {"ghost": 1}}),
-            400, "INVALID_ARGUMENT")
+            await start(
+                client, "ShopFlow", "x", input="a", options={"initialAttributes": {"ghost": 1}}
+            ),
+            400,
+            "INVALID_ARGUMENT",
+        )
         assert "ghost" in unknown["detail"]
-        slash = assert_problem(await start(client, "ShopFlow", "a/b", input="a"), 400,
-                               "INVALID_ARGUMENT")
+        slash = assert_problem(
+            await start(client, "ShopFlow", "a/b", input="a"), 400, "INVALID_ARGUMENT"
+        )
         assert slash["field"] == "flowId"
         schema = assert_problem(
-            await client.post("/api/v1/flows", json={"flowType": "ShopFlow"}), 422,
-            "VALIDATION_ERROR")
+            await client.post("/api/v1/flows", json={"flowType": "ShopFlow"}),
+            422,
+            "VALIDATION_ERROR",
+        )
         assert any(e["location"] == "body.flowId" for e in schema["errors"])
         extra = assert_problem(
-            await start(client, "ShopFlow", "x", input="a", bogus=True), 422, "VALIDATION_ERROR")
+            await start(client, "ShopFlow", "x", input="a", bogus=True), 422, "VALIDATION_ERROR"
+        )
         assert extra["errors"][0]["location"] == "body.bogus"
-        not_json = await client.post("/api/v1/flows", content=b"{",
-                                     headers={"content-type": "application/json"})
+        not_json = await client.post(
+            "/api/v1/flows", content=b"{", headers={"content-type": "application/json"}
+        )
         assert_problem(not_json, 422, "VALIDATION_ERROR")
 
 
@@ -194,9 +217,10 @@ async def test_invoke_rpc_returns_output_and_writes_attributes(make_client: Any)
         await start(client, "LedgerFlow", "l1")
         called = await client.post("/api/v1/flows/l1/rpcs/update_status", json={"input": "paid"})
         assert called.status_code == 200 and called.json() == {"output": "paid"}
-        values = await client.get("/api/v1/flows/l1/attributes",
-                                  params=[("name", "status"), ("name", "progress/payment"),
-                                          ("name", "progress/refund")])
+        values = await client.get(
+            "/api/v1/flows/l1/attributes",
+            params=[("name", "status"), ("name", "progress/payment"), ("name", "progress/refund")],
+        )
         assert values.status_code == 200
         assert values.json()["values"] == {"status": "paid", "progress/payment": "paid"}
 
@@ -205,33 +229,43 @@ async def test_invoke_rpc_options_load_exact_instances(make_client: Any) -> None
     async with make_client(registry()) as client:
         await start(client, "LedgerFlow", "l2")
         await client.post("/api/v1/flows/l2/rpcs/update_status", json={"input": "paid"})
-        unloaded = await client.post("/api/v1/flows/l2/rpcs/read_progress",
-                                     json={"input": "payment"})
+        unloaded = await client.post(
+            "/api/v1/flows/l2/rpcs/read_progress", json={"input": "payment"}
+        )
         body = assert_problem(unloaded, 500, "RPC_HANDLER_ERROR")
         assert body["errorType"] == "AttributeMapNotLoadedError"
         loaded = await client.post(
             "/api/v1/flows/l2/rpcs/read_progress",
-            json={"input": "payment",
-                  "options": {"loadAttributeMapInstances": ["progress/payment"]}})
+            json={
+                "input": "payment",
+                "options": {"loadAttributeMapInstances": ["progress/payment"]},
+            },
+        )
         assert loaded.json() == {"output": "paid"}
         bad = await client.post(
             "/api/v1/flows/l2/rpcs/read_progress",
-            json={"input": "payment", "options": {"loadAttributeMapInstances": ["progress"]}})
+            json={"input": "payment", "options": {"loadAttributeMapInstances": ["progress"]}},
+        )
         assert_problem(bad, 400, "INVALID_ARGUMENT")
         wrong_kind = await client.post(
             "/api/v1/flows/l2/rpcs/read_progress",
-            json={"input": "payment", "options": {"lockAttributeMapInstances": ["status/x"]}})
-        assert "not an AttributeMap" in assert_problem(wrong_kind, 400, "INVALID_ARGUMENT")["detail"]
+            json={"input": "payment", "options": {"lockAttributeMapInstances": ["status/x"]}},
+        )
+        assert (
+            "not an AttributeMap" in assert_problem(wrong_kind, 400, "INVALID_ARGUMENT")["detail"]
+        )
 
 
 async def test_rpc_errors_map_to_their_codes(make_client: Any) -> None:
     async with make_client(registry()) as client:
-        assert_problem(await client.post("/api/v1/flows/none/rpcs/hold"), 404,
-                       "FLOW_NOT_ACTIVE_OR_NOT_FOUND")
+        assert_problem(
+            await client.post("/api/v1/flows/none/rpcs/hold"), 404, "FLOW_NOT_ACTIVE_OR_NOT_FOUND"
+        )
         await start(client, "LedgerFlow", "l3")
         assert_problem(await client.post("/api/v1/flows/l3/rpcs/missing"), 404, "RPC_NOT_FOUND")
-        boom = assert_problem(await client.post("/api/v1/flows/l3/rpcs/explode"), 500,
-                              "RPC_HANDLER_ERROR")
+        boom = assert_problem(
+            await client.post("/api/v1/flows/l3/rpcs/explode"), 500, "RPC_HANDLER_ERROR"
+        )
         assert boom["errorType"] == "ZeroDivisionError"
         bad_input = await client.post("/api/v1/flows/l3/rpcs/update_status", json={"input": 3})
         assert_problem(bad_input, 400, "INVALID_ARGUMENT")
@@ -244,8 +278,7 @@ async def test_lock_conflict_is_409_with_retry_after(make_client: Any) -> None:
         await start(client, "LedgerFlow", "l4")
         assert (await client.post("/api/v1/flows/l4/rpcs/hold")).status_code == 200
         for _ in range(200):
-            conflict = await client.post("/api/v1/flows/l4/rpcs/update_status",
-                                         json={"input": "x"})
+            conflict = await client.post("/api/v1/flows/l4/rpcs/update_status", json={"input": "x"})
             if conflict.status_code == 409:
                 break
             await asyncio.sleep(0.01)
@@ -259,13 +292,15 @@ async def test_stop_flow_is_202_and_closed_runs_reject_mutations(make_client: An
     async with make_client(registry()) as client:
         run_id = (await start(client, "LedgerFlow", "l5")).json()["runId"]
         await client.post("/api/v1/flows/l5/rpcs/update_status", json={"input": "open"})
-        stopped = await client.post("/api/v1/flows/l5/stop",
-                                    json={"type": "TERMINATE", "reason": "done"})
+        stopped = await client.post(
+            "/api/v1/flows/l5/stop", json={"type": "TERMINATE", "reason": "done"}
+        )
         assert stopped.status_code == 202 and stopped.json() == {"flowId": "l5", "runId": run_id}
         result = (await client.get("/api/v1/flows/l5/result")).json()
         assert (result["status"], result["errorMessage"]) == ("TERMINATED", "done")
-        assert_problem(await client.post("/api/v1/flows/l5/stop"), 404,
-                       "FLOW_NOT_ACTIVE_OR_NOT_FOUND")
+        assert_problem(
+            await client.post("/api/v1/flows/l5/stop"), 404, "FLOW_NOT_ACTIVE_OR_NOT_FOUND"
+        )
         # A read-only RPC still answers on the closed run; a writing one does not.
         read = await client.post("/api/v1/flows/l5/rpcs/status_now")
         assert read.json() == {"output": "open"}
@@ -277,19 +312,27 @@ async def test_stop_flow_is_202_and_closed_runs_reject_mutations(make_client: An
 
 async def test_get_attributes_reads_one_snapshot_of_the_latest_run(make_client: Any) -> None:
     async with make_client(registry()) as client:
-        await start(client, "LedgerFlow", "l6",
-                    options={"initialAttributes": {"status": "new", "progress/a": "1"}})
+        await start(
+            client,
+            "LedgerFlow",
+            "l6",
+            options={"initialAttributes": {"status": "new", "progress/a": "1"}},
+        )
         everything = (await client.get("/api/v1/flows/l6/attributes")).json()
         assert everything["values"] == {"status": "new"}
         unknown = await client.get("/api/v1/flows/l6/attributes", params={"name": "ghost"})
         assert "ghost" in assert_problem(unknown, 400, "INVALID_ARGUMENT")["detail"]
         whole_map = await client.get("/api/v1/flows/l6/attributes", params={"name": "progress"})
         assert_problem(whole_map, 400, "INVALID_ARGUMENT")
-        assert_problem(await client.get("/api/v1/flows/none/attributes",
-                                        params={"name": "status"}), 404, "FLOW_NOT_FOUND")
+        assert_problem(
+            await client.get("/api/v1/flows/none/attributes", params={"name": "status"}),
+            404,
+            "FLOW_NOT_FOUND",
+        )
         await client.post("/api/v1/flows/l6/stop")
-        closed = await client.get("/api/v1/flows/l6/attributes",
-                                  params=[("name", "status"), ("name", "progress/a")])
+        closed = await client.get(
+            "/api/v1/flows/l6/attributes", params=[("name", "status"), ("name", "progress/a")]
+        )
         assert closed.json()["values"] == {"status": "new", "progress/a": "1"}
 
 
@@ -297,26 +340,32 @@ async def test_set_attributes_writes_active_runs_and_only_erases_on_closed_ones(
     make_client: Any,
 ) -> None:
     async with make_client(registry()) as client:
-        await start(client, "LedgerFlow", "l7",
-                    options={"initialAttributes": {"secret": "s3cr3t"}})
-        written = await client.put("/api/v1/flows/l7/attributes",
-                                   json={"values": {"status": "set", "progress/x": "y"}})
+        await start(client, "LedgerFlow", "l7", options={"initialAttributes": {"secret": "s3cr3t"}})
+        written = await client.put(
+            "/api/v1/flows/l7/attributes", json={"values": {"status": "set", "progress/x": "y"}}
+        )
         assert written.status_code == 200 and written.json()["flowId"] == "l7"
-        values = (await client.get("/api/v1/flows/l7/attributes",
-                                   params=[("name", "status"), ("name", "progress/x"),
-                                           ("name", "secret")])).json()["values"]
+        values = (
+            await client.get(
+                "/api/v1/flows/l7/attributes",
+                params=[("name", "status"), ("name", "progress/x"), ("name", "secret")],
+            )
+        ).json()["values"]
         assert values == {"status": "set", "progress/x": "y", "secret": "s3cr3t"}
-        wrong_type = await client.put("/api/v1/flows/l7/attributes",
-                                      json={"values": {"status": 12}})
+        wrong_type = await client.put(
+            "/api/v1/flows/l7/attributes", json={"values": {"status": 12}}
+        )
         assert_problem(wrong_type, 400, "INVALID_ARGUMENT")
         await client.post("/api/v1/flows/l7/stop")
-        refused = await client.put("/api/v1/flows/l7/attributes",
-                                   json={"values": {"status": None}})
+        refused = await client.put("/api/v1/flows/l7/attributes", json={"values": {"status": None}})
         assert_problem(refused, 404, "FLOW_NOT_ACTIVE_OR_NOT_FOUND")
         erased = await client.put("/api/v1/flows/l7/attributes", json={"values": {"secret": None}})
         assert erased.status_code == 200
-        after = (await client.get("/api/v1/flows/l7/attributes",
-                                  params=[("name", "secret"), ("name", "status")])).json()
+        after = (
+            await client.get(
+                "/api/v1/flows/l7/attributes", params=[("name", "secret"), ("name", "status")]
+            )
+        ).json()
         assert after["values"] == {"status": "set"}
         assert (await client.get("/api/v1/flows/l7")).json()["status"] == "CANCELED"
         again = await client.put("/api/v1/flows/l7/attributes", json={"values": {"secret": None}})
@@ -330,9 +379,12 @@ async def test_history_pages_oldest_first_with_an_opaque_token(make_client: Any)
             await client.post("/api/v1/flows/l8/rpcs/update_status", json={"input": str(n)})
         first = (await client.get("/api/v1/flows/l8/history", params={"pageSize": 2})).json()
         assert [e["eventType"] for e in first["events"]] == ["FLOW_STARTED", "RPC_COMMITTED"]
-        rest = (await client.get("/api/v1/flows/l8/history",
-                                 params={"pageSize": 10,
-                                         "pageToken": first["nextPageToken"]})).json()
+        rest = (
+            await client.get(
+                "/api/v1/flows/l8/history",
+                params={"pageSize": 10, "pageToken": first["nextPageToken"]},
+            )
+        ).json()
         assert [e["eventType"] for e in rest["events"]] == ["RPC_COMMITTED"] * 3
         numbers = [e["eventId"] for e in first["events"] + rest["events"]]
         assert numbers == [1, 2, 3, 4, 5]
@@ -347,10 +399,14 @@ async def test_list_flow_types_describes_the_registry(make_client: Any) -> None:
     ledger = next(t for t in types if t["flowType"] == "LedgerFlow")
     update = next(r for r in ledger["rpcs"] if r["name"] == "update_status")
     assert update["inputSchema"] == {"type": "string"}
-    assert update["lockAttributes"] == ["progress/payment", "status"] or \
-        sorted(update["lockAttributes"]) == ["progress/payment", "status"]
+    assert update["lockAttributes"] == ["progress/payment", "status"] or sorted(
+        update["lockAttributes"]
+    ) == ["progress/payment", "status"]
     assert {a["name"]: a["kind"] for a in ledger["attributes"]} == {
-        "progress": "AttributeMap", "secret": "Attribute", "status": "Attribute"}
+        "progress": "AttributeMap",
+        "secret": "Attribute",
+        "status": "Attribute",
+    }
     shop = next(t for t in types if t["flowType"] == "ShopFlow")
     assert shop["startStep"] == "Greet"
     status = next(a for a in shop["attributes"] if a["name"] == "status")
@@ -370,8 +426,9 @@ async def test_health_ready_and_root_redirect(make_client: Any) -> None:
 async def test_bodies_over_the_limit_are_refused_from_content_length(make_client: Any) -> None:
     async with make_client(registry(), max_request_bytes=2048) as client:
         big = json.dumps({"flowType": "ShopFlow", "flowId": "big", "input": "x" * 4096})
-        response = await client.post("/api/v1/flows", content=big,
-                                     headers={"content-type": "application/json"})
+        response = await client.post(
+            "/api/v1/flows", content=big, headers={"content-type": "application/json"}
+        )
         assert_problem(response, 413, "PAYLOAD_TOO_LARGE")
         assert_problem(await client.get("/api/v1/flows/big"), 404, "FLOW_NOT_FOUND")
 
@@ -379,8 +436,9 @@ async def test_bodies_over_the_limit_are_refused_from_content_length(make_client
             for _ in range(8):
                 yield b" " * 1024
 
-        streamed = await client.post("/api/v1/flows", content=chunks(),
-                                     headers={"content-type": "application/json"})
+        streamed = await client.post(
+            "/api/v1/flows", content=chunks(), headers={"content-type": "application/json"}
+        )
         assert_problem(streamed, 413, "PAYLOAD_TOO_LARGE")
 
 
@@ -408,6 +466,15 @@ def test_every_operation_has_a_stable_id_summary_and_documented_errors() -> None
             if path.startswith("/api/"):
                 assert any(code.startswith("4") for code in operation["responses"]), (path, method)
     assert len(ids) == len(set(ids))
-    for op in ("startFlow", "describeFlow", "waitForFlow", "stopFlow", "invokeRpc",
-               "getAttributes", "setAttributes", "listFlowTypes", "getFlowHistory"):
+    for op in (
+        "startFlow",
+        "describeFlow",
+        "waitForFlow",
+        "stopFlow",
+        "invokeRpc",
+        "getAttributes",
+        "setAttributes",
+        "listFlowTypes",
+        "getFlowHistory",
+    ):
         assert op in ids

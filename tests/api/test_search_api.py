@@ -38,8 +38,9 @@ class AttributeFlow(Flow[None]):
     progress = AttributeMap(
         "primitive-attribute-progress", str, index=AttributeIndex(IndexType.KEYWORD, "keyword2")
     )
-    tags = Attribute("tags", list[str], index=AttributeIndex(IndexType.KEYWORD_ARRAY,
-                                                             "keywordList1"))
+    tags = Attribute(
+        "tags", list[str], index=AttributeIndex(IndexType.KEYWORD_ARRAY, "keywordList1")
+    )
     description = Attribute("description", str, index=AttributeIndex(IndexType.FULL_TEXT, "text1"))
     amount = Attribute("amount", int, index=AttributeIndex(IndexType.INT, "int1"))
     score = Attribute("score", float, index=AttributeIndex(IndexType.DOUBLE, "double1"))
@@ -92,13 +93,21 @@ def registry() -> Registry:
 
 
 async def start(
-    client: httpx.AsyncClient, flow_id: str, flow_type: str = "AttributeFlow",
-    input: Any = None, **initial: Any,
+    client: httpx.AsyncClient,
+    flow_id: str,
+    flow_type: str = "AttributeFlow",
+    input: Any = None,
+    **initial: Any,
 ) -> str:
-    response = await client.post("/api/v1/flows", json={
-        "flowType": flow_type, "flowId": flow_id, "input": input,
-        "options": {"initialAttributes": initial},
-    })
+    response = await client.post(
+        "/api/v1/flows",
+        json={
+            "flowType": flow_type,
+            "flowId": flow_id,
+            "input": input,
+            "options": {"initialAttributes": initial},
+        },
+    )
     assert response.status_code == 201, response.text
     return str(response.json()["runId"])
 
@@ -237,9 +246,10 @@ async def test_datetime_index_compares_instants_across_offsets(make_client: Any)
         await start(client, "next-year", due="2026-06-30T00:00:00Z")
         assert await ids(client, "datetime1 < '2025-01-01T08:30:00Z'") == {"eight-utc"}
         assert await ids(client, "datetime1 = '2025-01-01T08:00:00'") == {"eight-utc"}
-        assert await ids(
-            client, "datetime1 BETWEEN '2025-01-01' AND '2025-12-31T23:59:59Z'"
-        ) == {"eight-utc", "nine-utc"}
+        assert await ids(client, "datetime1 BETWEEN '2025-01-01' AND '2025-12-31T23:59:59Z'") == {
+            "eight-utc",
+            "nine-utc",
+        }
         assert await ids(client, "datetime1 > '2025-01-01T09:00:00+00:00'") == {"next-year"}
         info = (await search(client, "FlowId = 'nine-utc'"))["flows"][0]
         shown = datetime.fromisoformat(info["indexedAttributes"]["datetime1"])
@@ -295,12 +305,21 @@ async def test_indexed_attribute_map_has_one_search_value_that_each_instance_wri
         # The payment instance still holds 'authorized', but the search value was replaced.
         assert await ids(client, query) == set()
         assert await ids(client, "keyword2 = 'packed'") == {"f"}
-        values = (await client.get("/api/v1/flows/f/attributes", params={
-            "name": ["primitive-attribute-progress/payment",
-                     "primitive-attribute-progress/shipping"],
-        })).json()["values"]
-        assert values == {"primitive-attribute-progress/payment": "authorized",
-                          "primitive-attribute-progress/shipping": "packed"}
+        values = (
+            await client.get(
+                "/api/v1/flows/f/attributes",
+                params={
+                    "name": [
+                        "primitive-attribute-progress/payment",
+                        "primitive-attribute-progress/shipping",
+                    ],
+                },
+            )
+        ).json()["values"]
+        assert values == {
+            "primitive-attribute-progress/payment": "authorized",
+            "primitive-attribute-progress/shipping": "packed",
+        }
         info = (await client.get("/api/v1/flows/f")).json()
         assert info["indexedAttributes"]["keyword2"] == "packed"
         found = (await search(client, "FlowId = 'f'"))["flows"][0]
@@ -309,14 +328,30 @@ async def test_indexed_attribute_map_has_one_search_value_that_each_instance_wri
 
 async def test_deleting_an_attribute_removes_its_index_value(make_client: Any) -> None:
     async with make_client(registry()) as client:
-        await start(client, "f", amount=3, tags=["x"], description="hello world",
-                    **{"primitive-attribute-status": "s", "primitive-attribute-progress/a": "p"})
+        await start(
+            client,
+            "f",
+            amount=3,
+            tags=["x"],
+            description="hello world",
+            **{"primitive-attribute-status": "s", "primitive-attribute-progress/a": "p"},
+        )
         assert await ids(client, "int1 = 3 AND keywordList1 = 'x' AND text1 = 'hello'") == {"f"}
-        await set_values(client, "f", amount=None, tags=None, description=None,
-                         **{"primitive-attribute-status": None,
-                            "primitive-attribute-progress/a": None})
-        for query in ("int1 = 3", "keywordList1 = 'x'", "text1 = 'hello'", "keyword1 = 's'",
-                      "keyword2 = 'p'"):
+        await set_values(
+            client,
+            "f",
+            amount=None,
+            tags=None,
+            description=None,
+            **{"primitive-attribute-status": None, "primitive-attribute-progress/a": None},
+        )
+        for query in (
+            "int1 = 3",
+            "keywordList1 = 'x'",
+            "text1 = 'hello'",
+            "keyword1 = 's'",
+            "keyword2 = 'p'",
+        ):
             assert await ids(client, query) == set(), query
         assert await ids(client, "int1 IS NULL AND keyword1 IS NULL AND keyword2 IS NULL") == {"f"}
         assert (await client.get("/api/v1/flows/f")).json()["indexedAttributes"] == {}
@@ -334,8 +369,9 @@ async def test_and_binds_tighter_than_or_and_parentheses_group(make_client: Any)
         assert await ids(client, "keyword1 = 'a' AND (int1 = 1 OR int1 = 2)") == {"a1", "a2"}
         assert await ids(client, "(keyword1 = 'b' OR int1 = 1) AND NOT FlowId = 'a1'") == {"b2"}
         assert await ids(client, "NOT (keyword1 = 'a' AND int1 = 2)") == {"a1", "b2"}
-        assert await ids(client, "keyword1 = 'a' and (int1 = 1 or (int1 = 2 and FlowId = 'a2'))") \
-            == {"a1", "a2"}
+        assert await ids(
+            client, "keyword1 = 'a' and (int1 = 1 or (int1 = 2 and FlowId = 'a2'))"
+        ) == {"a1", "a2"}
 
 
 async def test_a_caller_filter_ored_inside_parentheses_cannot_escape_the_flow_type_scope(
@@ -367,8 +403,10 @@ async def test_closed_runs_appear_with_their_status_and_each_run_of_a_flow_id_is
         assert stopped.status_code == 202
         second = await start(client, "again")
         runs = (await search(client, "FlowId = 'again'"))["flows"]
-        assert [(r["runId"], r["status"]) for r in runs] == [(second, "RUNNING"),
-                                                             (first, "CANCELED")]
+        assert [(r["runId"], r["status"]) for r in runs] == [
+            (second, "RUNNING"),
+            (first, "CANCELED"),
+        ]
         described = (await client.get("/api/v1/flows/again")).json()
         assert described == runs[0]
         assert await ids(client, "FlowId = 'again' AND Status = 'RUNNING'") == {"again"}
@@ -448,8 +486,9 @@ async def test_page_token_from_another_query_or_malformed_is_rejected(make_clien
             await start(client, f"f{i}", amount=i)
         token = (await search(client, "int1 >= 0", pageSize=1))["nextPageToken"]
         assert token
-        forged = base64.urlsafe_b64encode(json.dumps(
-            {"v": 1, "q": "0" * 24, "p": [1, "x"]}).encode()).decode()
+        forged = base64.urlsafe_b64encode(
+            json.dumps({"v": 1, "q": "0" * 24, "p": [1, "x"]}).encode()
+        ).decode()
         raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         raw["p"] = ["not-a-time", raw["p"][1]]
         wrong_type = base64.urlsafe_b64encode(json.dumps(raw).encode()).decode()
@@ -523,7 +562,8 @@ async def test_each_malformed_or_hostile_query_is_invalid_query(make_client: Any
                 response.status_code == 400
                 and response.headers["content-type"] == PROBLEM
                 and body["code"] == "INVALID_QUERY"
-                and isinstance(position, int) and 0 <= position <= len(query)
+                and isinstance(position, int)
+                and 0 <= position <= len(query)
             ):
                 wrong.append((query[:80], response.status_code, response.text[:200]))
         # Nothing was executed: the data is intact and searchable.

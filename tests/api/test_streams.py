@@ -61,8 +61,14 @@ def url(flow_id: str = "f1", stream: str = "progress", what: str = "messages") -
     return f"{BASE}/{flow_id}/{stream}/{what}"
 
 
-async def post(client: httpx.AsyncClient, value: Any, *, flow_id: str = "f1",
-               stream: str = "progress", source: str = "tester") -> httpx.Response:
+async def post(
+    client: httpx.AsyncClient,
+    value: Any,
+    *,
+    flow_id: str = "f1",
+    stream: str = "progress",
+    source: str = "tester",
+) -> httpx.Response:
     return await client.post(url(flow_id, stream), json={"source": source, "value": value})
 
 
@@ -95,8 +101,9 @@ async def test_clients_write_when_the_flow_is_missing_or_closed(
 ) -> None:
     async with make_client(registry()) as client:
         assert (await post(client, "to nobody", flow_id="missing")).status_code == 201
-        started = await client.post("/api/v1/flows", json={
-            "flowType": "NewsFlow", "flowId": "closed", "input": "x"})
+        started = await client.post(
+            "/api/v1/flows", json={"flowType": "NewsFlow", "flowId": "closed", "input": "x"}
+        )
         assert started.status_code == 201
         result = await client.get("/api/v1/flows/closed/result", params={"waitSeconds": 10})
         assert result.json()["status"] == "COMPLETED"
@@ -122,11 +129,16 @@ async def test_write_needs_a_non_empty_source(make_client: Callable[..., Any]) -
 
 async def test_unknown_flow_type_or_stream_is_404(make_client: Callable[..., Any]) -> None:
     async with make_client(registry()) as client:
-        for method, what in [("POST", "messages"), ("GET", "messages"), ("GET", "next"),
-                             ("GET", "events")]:
+        for method, what in [
+            ("POST", "messages"),
+            ("GET", "messages"),
+            ("GET", "next"),
+            ("GET", "events"),
+        ]:
             body = {"source": "s", "value": "v"} if method == "POST" else None
             nope_type = await client.request(
-                method, f"/api/v1/streams/Nope/f1/progress/{what}", json=body)
+                method, f"/api/v1/streams/Nope/f1/progress/{what}", json=body
+            )
             assert_problem(nope_type, 404, "FLOW_TYPE_NOT_FOUND")
             nope_stream = await client.request(method, url(stream="nope", what=what), json=body)
             assert_problem(nope_stream, 404, "STREAM_NOT_FOUND")
@@ -172,12 +184,12 @@ async def test_page_size_outside_range_is_400_never_reduced(
             response = await client.get(url(), params={"pageSize": size})
             assert assert_problem(response, 400, "INVALID_ARGUMENT")["field"] == "pageSize"
         assert (await client.get(url(), params={"pageSize": 5})).status_code == 200
-        assert_problem(await client.get(url(), params={"pageSize": "many"}), 422,
-                       "VALIDATION_ERROR")
+        assert_problem(
+            await client.get(url(), params={"pageSize": "many"}), 422, "VALIDATION_ERROR"
+        )
     async with make_client(registry()) as client:
         assert (await client.get(url(), params={"pageSize": 1000})).status_code == 200
-        assert_problem(await client.get(url(), params={"pageSize": 1001}), 400,
-                       "INVALID_ARGUMENT")
+        assert_problem(await client.get(url(), params={"pageSize": 1001}), 400, "INVALID_ARGUMENT")
 
 
 async def test_page_token_is_bound_to_its_flow_id_and_stream(
@@ -203,17 +215,21 @@ async def test_read_stream_resumes_with_tokens_and_answers_null_when_the_wait_en
         await post(client, "a")
         await post(client, "b")
         first = (await client.get(url(what="next"))).json()["message"]
-        second = (await client.get(url(what="next"),
-                                   params={"resumeToken": first["resumeToken"]})).json()
+        second = (
+            await client.get(url(what="next"), params={"resumeToken": first["resumeToken"]})
+        ).json()
         assert second["message"]["value"] == "b"
-        last = await client.get(url(what="next"), params={
-            "resumeToken": second["message"]["resumeToken"], "waitSeconds": 0.1})
+        last = await client.get(
+            url(what="next"),
+            params={"resumeToken": second["message"]["resumeToken"], "waitSeconds": 0.1},
+        )
         assert last.json() == {"message": None}
         for wait in (-1, 61):
             bad = await client.get(url(what="next"), params={"waitSeconds": wait})
             assert_problem(bad, 400, "INVALID_ARGUMENT")
-        wrong = await client.get(url("f2", what="next"),
-                                 params={"resumeToken": first["resumeToken"]})
+        wrong = await client.get(
+            url("f2", what="next"), params={"resumeToken": first["resumeToken"]}
+        )
         assert_problem(wrong, 400, "INVALID_ARGUMENT")
 
 
@@ -223,7 +239,8 @@ async def test_long_poll_returns_soon_after_a_write_not_when_the_wait_ends(
     async with make_client(registry()) as client:
         started = time.monotonic()
         reader = asyncio.create_task(
-            client.get(url(what="next"), params={"waitSeconds": 30}, timeout=60))
+            client.get(url(what="next"), params={"waitSeconds": 30}, timeout=60)
+        )
         await asyncio.sleep(0.2)
         assert not reader.done()  # it is waiting
         assert (await post(client, "wake up")).status_code == 201
@@ -262,8 +279,9 @@ async def test_disabled_store_answers_409_failed_precondition(
         assert_problem(await client.get(url(what="next")), 409, "FAILED_PRECONDITION")
         assert_problem(await client.get(url(what="events")), 409, "FAILED_PRECONDITION")
         # Step writes are dropped without failing the Step.
-        await client.post("/api/v1/flows", json={
-            "flowType": "NewsFlow", "flowId": "f1", "input": "x"})
+        await client.post(
+            "/api/v1/flows", json={"flowType": "NewsFlow", "flowId": "f1", "input": "x"}
+        )
         result = await client.get("/api/v1/flows/f1/result", params={"waitSeconds": 10})
         assert result.json()["status"] == "COMPLETED"
 
@@ -272,8 +290,9 @@ async def test_rpc_writing_through_its_context_is_a_handler_error(
     make_client: Callable[..., Any],
 ) -> None:
     async with make_client(registry()) as client:
-        await client.post("/api/v1/flows", json={
-            "flowType": "NewsFlow", "flowId": "f1", "input": "x"})
+        await client.post(
+            "/api/v1/flows", json={"flowType": "NewsFlow", "flowId": "f1", "input": "x"}
+        )
         response = await client.post("/api/v1/flows/f1/rpcs/shout", json={})
         body = assert_problem(response, 500, "RPC_HANDLER_ERROR")
         assert "RPC handlers cannot write Streams" in body["detail"]

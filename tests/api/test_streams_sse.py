@@ -57,9 +57,23 @@ def uvicorn_server(tmp_path: Path, **env: str) -> Iterator[tuple[str, subprocess
     }
     log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed in finally
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "app.main:create_app",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "info"],
-        cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "app.main:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "info",
+        ],
+        cwd=ROOT,
+        env=environment,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -71,8 +85,10 @@ def uvicorn_server(tmp_path: Path, **env: str) -> Iterator[tuple[str, subprocess
             except httpx.TransportError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("server did not start:\n" + (tmp_path / "server.log")
-                                   .read_text(errors="replace"))
+                raise RuntimeError(
+                    "server did not start:\n"
+                    + (tmp_path / "server.log").read_text(errors="replace")
+                )
             time.sleep(0.05)
         yield base, process
     finally:
@@ -156,17 +172,26 @@ async def test_events_response_ends_after_the_configured_limit(
     assert response.status_code == 200
     blocks = [b for b in response.text.split("\n\n") if b.strip()]
     assert blocks[0].splitlines() == [": following", "retry: 1000"]
-    values = [json.loads(line[len("data: "):])["value"]
-              for block in blocks[1:] for line in block.splitlines()
-              if line.startswith("data: ")]
+    values = [
+        json.loads(line[len("data: ") :])["value"]
+        for block in blocks[1:]
+        for line in block.splitlines()
+        if line.startswith("data: ")
+    ]
     assert values == ["m0", "m1"]
 
 
-@pytest.mark.parametrize(("params", "status", "code"), [
-    ({"resumeToken": "garbage"}, 400, "INVALID_ARGUMENT"),
-])
+@pytest.mark.parametrize(
+    ("params", "status", "code"),
+    [
+        ({"resumeToken": "garbage"}, 400, "INVALID_ARGUMENT"),
+    ],
+)
 async def test_events_with_a_bad_token_is_a_problem_before_streaming(
-    make_client: Callable[..., Any], params: dict[str, str], status: int, code: str,
+    make_client: Callable[..., Any],
+    params: dict[str, str],
+    status: int,
+    code: str,
 ) -> None:
     async with make_client(registry()) as client:
         response = await client.get(EVENTS, params=params)

@@ -97,8 +97,9 @@ async def test_many_waiters_on_one_flow_each_get_their_own_match(
     async with running_engine([CounterFlow()], engine_config) as eng:
         await eng.start_flow(CounterFlow, "f")
         tasks = [
-            asyncio.create_task(eng.wait_for_attribute_match("f", "count", "GE", n,
-                                                             wait_seconds=10))
+            asyncio.create_task(
+                eng.wait_for_attribute_match("f", "count", "GE", n, wait_seconds=10)
+            )
             for n in range(1, 6)
         ]
         await asyncio.sleep(0.05)
@@ -113,8 +114,9 @@ async def test_a_loosely_typed_attribute_compares_by_json_kind(
     engine_config: EngineConfig,
 ) -> None:
     async with running_engine([CounterFlow()], engine_config) as eng:
-        await eng.start_flow(CounterFlow, "f", options=StartFlowOptions(
-            initial_attributes={"label": True}))
+        await eng.start_flow(
+            CounterFlow, "f", options=StartFlowOptions(initial_attributes={"label": True})
+        )
         assert (await eng.wait_for_attribute_match("f", "label", "EQ", True)).matched
         # True is not the number 1, and a bool is not ordered.
         assert not (await eng.wait_for_attribute_match("f", "label", "EQ", 1)).matched
@@ -135,8 +137,9 @@ async def test_engine_api_rejects_bad_arguments_and_closed_flows(
             await eng.wait_for_attribute_match("f", "count", "GT", 1, wait_seconds=60.5)
         with pytest.raises(InvalidArgumentError, match="instance"):
             await eng.wait_for_attribute_match("f", "progress", "EQ", "x", instance="a/b")
-        assert not (await eng.wait_for_attribute_match(
-            "f", "progress", "EQ", "x", instance="a")).matched
+        assert not (
+            await eng.wait_for_attribute_match("f", "progress", "EQ", "x", instance="a")
+        ).matched
         await eng.stop_flow("f")
         with pytest.raises(FlowNotActiveOrNotFoundError):
             await eng.wait_for_attribute_match("f", "count", "EQ", 1)

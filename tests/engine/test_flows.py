@@ -79,7 +79,8 @@ async def test_flow_runs_its_steps_to_completion_and_reports_the_completion(
     assert result.run_id == started.run_id
     assert [c.step_type for c in result.completions] == ["Store"]
     assert result.completions[0].output == {
-        "stored": "ABC", "trail": ["fetch:abc", "transform:ABC", "store"]
+        "stored": "ABC",
+        "trail": ["fetch:abc", "transform:ABC", "store"],
     }
     assert result.error_type is None
 
@@ -125,11 +126,13 @@ async def test_initial_attributes_with_unknown_names_or_wrong_types_are_rejected
 ) -> None:
     async with running_engine([InitialFlow()], engine_config) as eng:
         with pytest.raises(InvalidArgumentError, match="no Attribute or AttributeMap named"):
-            await eng.start_flow(InitialFlow, "i-2", None,
-                                 StartFlowOptions(initial_attributes={"nope": 1}))
+            await eng.start_flow(
+                InitialFlow, "i-2", None, StartFlowOptions(initial_attributes={"nope": 1})
+            )
         with pytest.raises(InvalidArgumentError, match="greeting"):
-            await eng.start_flow(InitialFlow, "i-2", None,
-                                 StartFlowOptions(initial_attributes={"greeting": 5}))
+            await eng.start_flow(
+                InitialFlow, "i-2", None, StartFlowOptions(initial_attributes={"greeting": 5})
+            )
         with pytest.raises(FlowNotFoundError):
             await eng.describe_flow("i-2")
 
@@ -207,11 +210,14 @@ async def test_force_complete_completes_now_and_cancels_the_other_active_steps(
 
 async def test_force_fail_fails_the_flow_with_the_error(engine_config: EngineConfig) -> None:
     async with running_engine([RaceFlow()], engine_config) as eng:
-        await eng.start_flow(RaceFlow, "race-f", None,
-                             StartFlowOptions(initial_attributes={"mode": "fail"}))
+        await eng.start_flow(
+            RaceFlow, "race-f", None, StartFlowOptions(initial_attributes={"mode": "fail"})
+        )
         result = await eng.wait_for_flow("race-f", wait_seconds=10)
     assert (result.status, result.error_type, result.error_message) == (
-        "FAILED", "GaveUp", "gave up"
+        "FAILED",
+        "GaveUp",
+        "gave up",
     )
     assert result.completions == []
 
@@ -238,8 +244,9 @@ async def test_dead_end_without_completions_leaves_the_flow_running(
             await asyncio.sleep(0.01)
         result = await eng.wait_for_flow("dead", wait_seconds=0)
     assert result.status == "RUNNING"
-    assert [e.details.get("decision") for e in history.events if e.event_type == "STEP_CLOSED"] \
-        == ["DEAD_END"]
+    assert [e.details.get("decision") for e in history.events if e.event_type == "STEP_CLOSED"] == [
+        "DEAD_END"
+    ]
 
 
 class ReturnsGarbage(Step[None]):
@@ -308,8 +315,12 @@ async def test_same_request_id_with_ignore_already_started_returns_the_running_r
         again = await eng.start_flow(ParkedFlow, "idem", None, options)
         assert (again.run_id, again.started) == (first.run_id, False)
         with pytest.raises(FlowAlreadyStartedError):
-            await eng.start_flow(ParkedFlow, "idem", None,
-                                 StartFlowOptions(request_id="req-2", ignore_already_started=True))
+            await eng.start_flow(
+                ParkedFlow,
+                "idem",
+                None,
+                StartFlowOptions(request_id="req-2", ignore_already_started=True),
+            )
         with pytest.raises(FlowAlreadyStartedError):
             await eng.start_flow(ParkedFlow, "idem", None, StartFlowOptions(request_id="req-1"))
 
@@ -331,8 +342,12 @@ async def test_reject_duplicate_refuses_any_second_run(engine_config: EngineConf
         await eng.start_flow(QuickFlow, "rej", None)
         await eng.wait_for_flow("rej", wait_seconds=10)
         with pytest.raises(FlowAlreadyStartedError, match="REJECT_DUPLICATE"):
-            await eng.start_flow(QuickFlow, "rej", None,
-                                 StartFlowOptions(id_reuse_policy=IdReusePolicy.REJECT_DUPLICATE))
+            await eng.start_flow(
+                QuickFlow,
+                "rej",
+                None,
+                StartFlowOptions(id_reuse_policy=IdReusePolicy.REJECT_DUPLICATE),
+            )
 
 
 async def test_allow_duplicate_failed_only_restarts_only_after_a_failure(
@@ -344,8 +359,9 @@ async def test_allow_duplicate_failed_only_restarts_only_after_a_failure(
         await eng.wait_for_flow("ok-run", wait_seconds=10)
         with pytest.raises(FlowAlreadyStartedError):
             await eng.start_flow(QuickFlow, "ok-run", None, policy)
-        await eng.start_flow(QuickFlow, "bad-run", None,
-                             StartFlowOptions(initial_attributes={"fail": True}))
+        await eng.start_flow(
+            QuickFlow, "bad-run", None, StartFlowOptions(initial_attributes={"fail": True})
+        )
         assert (await eng.wait_for_flow("bad-run", wait_seconds=10)).status == "FAILED"
         assert (await eng.start_flow(QuickFlow, "bad-run", None, policy)).started
 
@@ -391,8 +407,9 @@ async def test_a_flow_timeout_closes_the_run_as_timed_out(
     clock = ManualClock()
     config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
     async with running_engine([ParkedFlow()], config) as eng:
-        await eng.start_flow(ParkedFlow, "slowpoke", None,
-                             StartFlowOptions(timeout=timedelta(minutes=5)))
+        await eng.start_flow(
+            ParkedFlow, "slowpoke", None, StartFlowOptions(timeout=timedelta(minutes=5))
+        )
         clock.advance(299)
         assert (await eng.wait_for_flow("slowpoke", wait_seconds=0.2)).status == "RUNNING"
         clock.advance(2)
@@ -407,8 +424,9 @@ class Flaky(Step[None]):
     attempts: list[int] = []
 
     def get_step_options(self) -> StepOptions:
-        return StepOptions(execute_retry=RetryPolicy(
-            max_attempts=3, initial_interval=timedelta(seconds=10)))
+        return StepOptions(
+            execute_retry=RetryPolicy(max_attempts=3, initial_interval=timedelta(seconds=10))
+        )
 
     def execute(self, context: Context, input: None) -> StepDecision:
         Flaky.attempts.append(context.attempt)
@@ -422,8 +440,8 @@ class FlakyFlow(Flow[None]):
         return StepList.start_step(Flaky())
 
 
-async def _until(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
+async def _until(predicate: Any, limit: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + limit
     while not await predicate():
         assert asyncio.get_running_loop().time() < deadline, "condition never became true"
         await asyncio.sleep(0.01)
@@ -441,6 +459,7 @@ async def test_failed_attempts_are_retried_with_backoff_on_the_engine_clock(
         async def attempts(n: int) -> Any:
             async def check() -> bool:
                 return len(Flaky.attempts) >= n
+
             return check
 
         await _until(await attempts(1))
@@ -487,11 +506,14 @@ async def test_a_step_failure_without_a_failure_route_fails_the_flow(
     engine_config: EngineConfig,
 ) -> None:
     async with running_engine([QuickFlow()], engine_config) as eng:
-        await eng.start_flow(QuickFlow, "fails", None,
-                             StartFlowOptions(initial_attributes={"fail": True}))
+        await eng.start_flow(
+            QuickFlow, "fails", None, StartFlowOptions(initial_attributes={"fail": True})
+        )
         result = await eng.wait_for_flow("fails", wait_seconds=10)
     assert (result.status, result.error_type, result.error_message) == (
-        "FAILED", "RuntimeError", "asked to fail"
+        "FAILED",
+        "RuntimeError",
+        "asked to fail",
     )
 
 

@@ -16,7 +16,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def _tour_module() -> types.ModuleType:
     text = README.read_text()
     start = text.index("```python\n") + len("```python\n")
-    code = text[start:text.index("```", start)]
+    code = text[start : text.index("```", start)]
     module = types.ModuleType("orders_tour")
     sys.modules[module.__name__] = module  # annotations resolve against the module
     exec(compile(code, str(README), "exec"), module.__dict__)  # noqa: S102 - our own README

@@ -88,8 +88,11 @@ class CounterFlow(Flow[None]):
 
     @rpc
     def read(self, context: Context, input: str) -> Any:
-        return {"counter": self.counter.get(context), "label": self.label.get(context),
-                "note": self.notes.get(context, input)}
+        return {
+            "counter": self.counter.get(context),
+            "label": self.label.get(context),
+            "note": self.notes.get(context, input),
+        }
 
     @rpc(load_attribute_map_instances=(notes.load("fixed"),))
     def read_fixed(self, context: Context) -> str | None:
@@ -131,8 +134,7 @@ class CounterFlow(Flow[None]):
 
 
 async def _start(eng: Any, flow_id: str = "c", **initial: Any) -> None:
-    await eng.start_flow(CounterFlow, flow_id, None,
-                         StartFlowOptions(initial_attributes=initial))
+    await eng.start_flow(CounterFlow, flow_id, None, StartFlowOptions(initial_attributes=initial))
 
 
 @pytest.fixture(autouse=True)
@@ -213,7 +215,9 @@ async def test_regular_attributes_are_always_loaded_but_map_instances_only_when_
             await eng.invoke_rpc("read", "c", "a")
         loaded = RPCInvokeOptions(load_attribute_map_instances=(flow.notes.load("a"),))
         assert await eng.invoke_rpc(flow.read, "c", "a", options=loaded) == {
-            "counter": 3, "label": "hi", "note": "A"
+            "counter": 3,
+            "label": "hi",
+            "note": "A",
         }
         absent = RPCInvokeOptions(load_attribute_map_instances=(flow.notes.load("zzz"),))
         assert (await eng.invoke_rpc(flow.read, "c", "zzz", options=absent))["note"] is None
@@ -224,18 +228,30 @@ async def test_regular_attributes_are_always_loaded_but_map_instances_only_when_
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (RPCInvokeOptions(load_attribute_map_instances=(AttributeMapLoad("ghost", "a"),)),
-         "load of undeclared state 'ghost'"),
-        (RPCInvokeOptions(load_attribute_map_instances=(AttributeMapLoad("counter", "a"),)),
-         "'counter' is an Attribute, not an AttributeMap"),
-        (RPCInvokeOptions(lock_attribute_map_instances=(AttributeLock("counter"),)),
-         "'counter' is not an AttributeMap instance lock"),
-        (RPCInvokeOptions(lock_attribute_map_instances=(AttributeLock("notes", ""),)),
-         "must be a non-blank string"),
-        (RPCInvokeOptions(load_attribute_map_instances=(AttributeMapLoad("notes", "a/b"),)),
-         "must not contain '/'"),
-        (RPCInvokeOptions(lock_attribute_map_instances=(AttributeLock("elsewhere", "k"),)),
-         "lock on undeclared state 'elsewhere'"),
+        (
+            RPCInvokeOptions(load_attribute_map_instances=(AttributeMapLoad("ghost", "a"),)),
+            "load of undeclared state 'ghost'",
+        ),
+        (
+            RPCInvokeOptions(load_attribute_map_instances=(AttributeMapLoad("counter", "a"),)),
+            "'counter' is an Attribute, not an AttributeMap",
+        ),
+        (
+            RPCInvokeOptions(lock_attribute_map_instances=(AttributeLock("counter"),)),
+            "'counter' is not an AttributeMap instance lock",
+        ),
+        (
+            RPCInvokeOptions(lock_attribute_map_instances=(AttributeLock("notes", ""),)),
+            "must be a non-blank string",
+        ),
+        (
+            RPCInvokeOptions(load_attribute_map_instances=(AttributeMapLoad("notes", "a/b"),)),
+            "must not contain '/'",
+        ),
+        (
+            RPCInvokeOptions(lock_attribute_map_instances=(AttributeLock("elsewhere", "k"),)),
+            "lock on undeclared state 'elsewhere'",
+        ),
     ],
 )
 async def test_invoke_options_are_validated_before_anything_runs(
@@ -256,8 +272,11 @@ async def test_invoke_options_are_unioned_and_deduplicated_with_the_definition(
         await _start(eng)
         # The same lock as the definition's plus one more: no conflict with itself.
         options = RPCInvokeOptions(
-            lock_attribute_map_instances=(flow.notes.lock("x"), flow.notes.lock("y"),
-                                          flow.notes.lock("x")),
+            lock_attribute_map_instances=(
+                flow.notes.lock("x"),
+                flow.notes.lock("y"),
+                flow.notes.lock("x"),
+            ),
         )
         task = asyncio.create_task(eng.invoke_rpc(flow.lock_note, "c", None, options=options))
         await asyncio.wait_for(Gate.rpc_entered.wait(), 5)
@@ -364,8 +383,9 @@ class ReportFlow(Flow[None]):
     sections = SECTIONS
 
     def get_steps(self) -> StepList[None]:
-        return StepList.start_step(GenerateReport()).other_steps(DeliverReport(),
-                                                                FinishReportStop())
+        return StepList.start_step(GenerateReport()).other_steps(
+            DeliverReport(), FinishReportStop()
+        )
 
     @rpc(timeout=timedelta(seconds=30))
     async def stop_report(self, context: Context, input: None) -> RPCResult[bool]:
@@ -449,8 +469,11 @@ async def test_a_report_committed_after_the_rpc_snapshot_wins_and_the_follow_up_
     ]
     rpc_event = next(e for e in history.events if e.event_type == "RPC_COMMITTED")
     assert rpc_event.details["canceledSteps"] == []
-    decisions = {e.details["stepType"]: e.details["decision"]
-                 for e in history.events if e.event_type == "STEP_CLOSED"}
+    decisions = {
+        e.details["stepType"]: e.details["decision"]
+        for e in history.events
+        if e.event_type == "STEP_CLOSED"
+    }
     assert decisions["FinishReportStop"] == "DEAD_END"
 
 

@@ -137,8 +137,11 @@ async def test_a_value_the_index_type_cannot_hold_fails_the_write(
 
 async def test_index_rows_survive_a_restart(engine_config: EngineConfig) -> None:
     async with running_engine([SearchFlow()], engine_config) as eng:
-        await eng.start_flow(SearchFlow, "f", options=StartFlowOptions(
-            initial_attributes={"status": "kept", "progress/a": "p"}))
+        await eng.start_flow(
+            SearchFlow,
+            "f",
+            options=StartFlowOptions(initial_attributes={"status": "kept", "progress/a": "p"}),
+        )
     async with running_engine([SearchFlow()], engine_config) as eng:
         assert await found(eng, "keyword1 = 'kept' AND keyword2 = 'p'") == {"f"}
 
@@ -154,15 +157,18 @@ async def test_a_flow_type_scope_cannot_be_widened_by_any_caller_filter(
 
     async with running_engine([SearchFlow(), OtherFlow()], engine_config) as eng:
         for flow_id, flow in (("mine", SearchFlow), ("other", OtherFlow)):
-            await eng.start_flow(flow, flow_id, options=StartFlowOptions(
-                initial_attributes={"status": "x"}))
+            await eng.start_flow(
+                flow, flow_id, options=StartFlowOptions(initial_attributes={"status": "x"})
+            )
         escape = "keyword1 = 'y' OR FlowType = 'OtherFlow'"
         assert await found(eng, escape, flow_type="SearchFlow") == set()
         assert await found(eng, "keyword1 = 'x'", flow_type="SearchFlow") == {"mine"}
         assert await found(eng, "", flow_type="OtherFlow") == {"other"}
         # Text that would close the scope's parenthesis is not a filter on its own: refused.
-        for hostile in ("keyword1 = 'y') OR (FlowType = 'OtherFlow'",
-                        "keyword1 = 'y' ) OR FlowType != ''"):
+        for hostile in (
+            "keyword1 = 'y') OR (FlowType = 'OtherFlow'",
+            "keyword1 = 'y' ) OR FlowType != ''",
+        ):
             with pytest.raises(InvalidQueryError):
                 await eng.search_flows(hostile, flow_type="SearchFlow")
 
@@ -214,8 +220,9 @@ async def test_a_regular_attribute_is_searchable_under_its_name_by_default(
             return StepList.empty()
 
     async with running_engine([ColorFlow()], engine_config) as eng:
-        await eng.start_flow(ColorFlow, "f", options=StartFlowOptions(
-            initial_attributes={"color": "red"}))
+        await eng.start_flow(
+            ColorFlow, "f", options=StartFlowOptions(initial_attributes={"color": "red"})
+        )
         assert await found(eng, "color = 'red'") == {"f"}
         assert (await eng.describe_flow("f")).indexed_attributes == {"color": "red"}
 

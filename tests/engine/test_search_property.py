@@ -30,8 +30,12 @@ KEYWORDS = ["a", "b", "ab", "B", "ba", "", "a'b", "é"]
 WORDS = ["alpha", "beta", "gamma", "delta"]
 DOUBLES = [-1.5, 0.0, 0.5, 1.0, 2.25]
 INTS = [-(2**63), -3, -1, 0, 1, 2, 3, 2**63 - 1]
-MOMENTS = ["2025-01-01T10:00:00+02:00", "2025-01-01T08:30:00Z", "2025-01-01T09:00:00",
-           "2024-12-31T23:00:00-01:00"]
+MOMENTS = [
+    "2025-01-01T10:00:00+02:00",
+    "2025-01-01T08:30:00Z",
+    "2025-01-01T09:00:00",
+    "2024-12-31T23:00:00-01:00",
+]
 
 
 class PropA(Flow[None]):
@@ -39,8 +43,9 @@ class PropA(Flow[None]):
     n = Attribute("n", int, index=AttributeIndex(IndexType.INT, "int1"))
     d = Attribute("d", float, index=AttributeIndex(IndexType.DOUBLE, "double1"))
     b = Attribute("b", bool, index=AttributeIndex(IndexType.BOOL, "bool1"))
-    tags = Attribute("tags", list[str], index=AttributeIndex(IndexType.KEYWORD_ARRAY,
-                                                             "keywordList1"))
+    tags = Attribute(
+        "tags", list[str], index=AttributeIndex(IndexType.KEYWORD_ARRAY, "keywordList1")
+    )
     text = Attribute("text", str, index=AttributeIndex(IndexType.FULL_TEXT, "text1"))
     when = Attribute("when", datetime, index=AttributeIndex(IndexType.DATETIME, "datetime1"))
 
@@ -59,8 +64,15 @@ class PropB(Flow[None]):
 
 
 ATTRIBUTES = {
-    "PropA": {"keyword1": "kw", "int1": "n", "double1": "d", "bool1": "b",
-              "keywordList1": "tags", "text1": "text", "datetime1": "when"},
+    "PropA": {
+        "keyword1": "kw",
+        "int1": "n",
+        "double1": "d",
+        "bool1": "b",
+        "keywordList1": "tags",
+        "text1": "text",
+        "datetime1": "when",
+    },
     "PropB": {"keyword1": "label", "int1": "size"},
 }
 VALUES: dict[str, st.SearchStrategy[Any]] = {
@@ -95,9 +107,15 @@ def worlds(draw: st.DrawFn) -> list[Run]:
         for key in ATTRIBUTES[flow_type]:
             if draw(st.booleans()):
                 values[key] = draw(VALUES[key])
-        runs.append(Run(f"flow-{i}-{draw(st.sampled_from('xyz'))}", flow_type, values,
-                        T0 + i + 1, status=draw(st.sampled_from(["RUNNING", "RUNNING",
-                                                                 "CANCELED"]))))
+        runs.append(
+            Run(
+                f"flow-{i}-{draw(st.sampled_from('xyz'))}",
+                flow_type,
+                values,
+                T0 + i + 1,
+                status=draw(st.sampled_from(["RUNNING", "RUNNING", "CANCELED"])),
+            )
+        )
     return runs
 
 
@@ -122,20 +140,33 @@ def instant(value: str | float) -> datetime:
 Query = tuple[str, Any]
 
 COMPARE = {
-    "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
 }
 
 
-def scalar(key: str, draw: st.DrawFn, pool: st.SearchStrategy[Any], ordered: bool,
-           get: Any, convert: Any = lambda v: v) -> Query:
+def scalar(
+    key: str,
+    draw: st.DrawFn,
+    pool: st.SearchStrategy[Any],
+    ordered: bool,
+    get: Any,
+    convert: Any = lambda v: v,
+) -> Query:
     ops = ["=", "!="] + (["<", "<=", ">", ">="] if ordered else [])
-    kind = draw(st.sampled_from(["cmp", "in", "between", "null"] if ordered
-                                else ["cmp", "in", "null"]))
+    kind = draw(
+        st.sampled_from(["cmp", "in", "between", "null"] if ordered else ["cmp", "in", "null"])
+    )
     if kind == "cmp":
         op, value = draw(st.sampled_from(ops)), draw(pool)
-        return f"{key} {op} {lit(value)}", lambda r: get(r) is not None and COMPARE[op](
-            convert(get(r)), convert(value))
+        return (
+            f"{key} {op} {lit(value)}",
+            lambda r: get(r) is not None and COMPARE[op](convert(get(r)), convert(value)),
+        )
     if kind == "in":
         values = draw(st.lists(pool, min_size=1, max_size=3))
         negated = draw(st.booleans())
@@ -146,19 +177,37 @@ def scalar(key: str, draw: st.DrawFn, pool: st.SearchStrategy[Any], ordered: boo
         low, high = draw(pool), draw(pool)
         negated = draw(st.booleans())
         text = f"{key} {'NOT BETWEEN' if negated else 'BETWEEN'} {lit(low)} AND {lit(high)}"
-        return text, lambda r: get(r) is not None and (
-            (convert(low) <= convert(get(r)) <= convert(high)) != negated)
+        return (
+            text,
+            lambda r: (
+                get(r) is not None
+                and ((convert(low) <= convert(get(r)) <= convert(high)) != negated)
+            ),
+        )
     negated = draw(st.booleans())
-    return (f"{key} IS {'NOT ' if negated else ''}NULL",
-            lambda r: (get(r) is None) != negated)
+    return (f"{key} IS {'NOT ' if negated else ''}NULL", lambda r: (get(r) is None) != negated)
 
 
 @st.composite
 def predicates(draw: st.DrawFn) -> Query:
-    key = draw(st.sampled_from([
-        "keyword1", "int1", "double1", "bool1", "keywordList1", "text1", "datetime1",
-        "FlowType", "FlowId", "Status", "StartTime", "CloseTime",
-    ]))
+    key = draw(
+        st.sampled_from(
+            [
+                "keyword1",
+                "int1",
+                "double1",
+                "bool1",
+                "keywordList1",
+                "text1",
+                "datetime1",
+                "FlowType",
+                "FlowId",
+                "Status",
+                "StartTime",
+                "CloseTime",
+            ]
+        )
+    )
 
     def value_of(r: Run) -> Any:
         return r.values.get(key)
@@ -166,8 +215,10 @@ def predicates(draw: st.DrawFn) -> Query:
     if key == "keyword1":
         if draw(st.booleans()):
             prefix = draw(st.sampled_from(["", "a", "b", "ab", "é"]))
-            return (f"keyword1 STARTS_WITH {lit(prefix)}",
-                    lambda r: value_of(r) is not None and value_of(r).startswith(prefix))
+            return (
+                f"keyword1 STARTS_WITH {lit(prefix)}",
+                lambda r: value_of(r) is not None and value_of(r).startswith(prefix),
+            )
         return scalar(key, draw, st.sampled_from(KEYWORDS), True, value_of)
     if key == "int1":
         return scalar(key, draw, st.sampled_from(INTS), True, value_of)
@@ -182,40 +233,59 @@ def predicates(draw: st.DrawFn) -> Query:
         kind = draw(st.sampled_from(["=", "!=", "in", "not in", "starts", "null"]))
         if kind in ("=", "!="):
             value = draw(st.sampled_from(KEYWORDS))
-            return f"keywordList1 {kind} {lit(value)}", lambda r: value_of(r) is not None and (
-                (value in value_of(r)) == (kind == "="))
+            return (
+                f"keywordList1 {kind} {lit(value)}",
+                lambda r: value_of(r) is not None and ((value in value_of(r)) == (kind == "=")),
+            )
         if kind in ("in", "not in"):
             values = draw(st.lists(st.sampled_from(KEYWORDS), min_size=1, max_size=3))
             text = f"keywordList1 {kind.upper()} ({', '.join(lit(v) for v in values)})"
-            return text, lambda r: value_of(r) is not None and (
-                any(v in values for v in value_of(r)) == (kind == "in"))
+            return (
+                text,
+                lambda r: (
+                    value_of(r) is not None
+                    and (any(v in values for v in value_of(r)) == (kind == "in"))
+                ),
+            )
         if kind == "starts":
             prefix = draw(st.sampled_from(["a", "b", ""]))
-            return (f"keywordList1 STARTS_WITH {lit(prefix)}", lambda r: value_of(r) is not None
-                    and any(v.startswith(prefix) for v in value_of(r)))
+            return (
+                f"keywordList1 STARTS_WITH {lit(prefix)}",
+                lambda r: (
+                    value_of(r) is not None and any(v.startswith(prefix) for v in value_of(r))
+                ),
+            )
         negated = draw(st.booleans())
-        return (f"keywordList1 IS {'NOT ' if negated else ''}NULL",
-                lambda r: (value_of(r) is None) != negated)
+        return (
+            f"keywordList1 IS {'NOT ' if negated else ''}NULL",
+            lambda r: (value_of(r) is None) != negated,
+        )
     if key == "text1":
         kind = draw(st.sampled_from(["=", "!=", "null"]))
         if kind == "null":
             return "text1 IS NULL", lambda r: value_of(r) is None
         word = draw(st.sampled_from([*WORDS, "omega"]))
         shown = word.upper() if draw(st.booleans()) else word
-        return f"text1 {kind} {lit(shown)}", lambda r: value_of(r) is not None and (
-            (word in value_of(r).split()) == (kind == "="))
+        return (
+            f"text1 {kind} {lit(shown)}",
+            lambda r: value_of(r) is not None and ((word in value_of(r).split()) == (kind == "=")),
+        )
     if key in ("FlowType", "Status", "FlowId"):
         attr = {"FlowType": "flow_type", "Status": "status", "FlowId": "flow_id"}[key]
-        pools = {"FlowType": ["PropA", "PropB"], "Status": ["RUNNING", "CANCELED"],
-                 "FlowId": ["flow-1-x", "flow-2-y", "flow-0-z"]}
+        pools = {
+            "FlowType": ["PropA", "PropB"],
+            "Status": ["RUNNING", "CANCELED"],
+            "FlowId": ["flow-1-x", "flow-2-y", "flow-0-z"],
+        }
         if key == "FlowId" and draw(st.booleans()):
             prefix = draw(st.sampled_from(["flow-1", "flow-", "flow-3-x"]))
-            return (f"FlowId STARTS_WITH {lit(prefix)}",
-                    lambda r: r.flow_id.startswith(prefix))
-        return scalar(key, draw, st.sampled_from(pools[key]), key == "FlowId",
-                      lambda r: getattr(r, attr))
+            return (f"FlowId STARTS_WITH {lit(prefix)}", lambda r: r.flow_id.startswith(prefix))
+        return scalar(
+            key, draw, st.sampled_from(pools[key]), key == "FlowId", lambda r: getattr(r, attr)
+        )
     moments = st.integers(0, 12).map(
-        lambda k: (datetime.fromtimestamp(T0, UTC) + timedelta(seconds=k)).isoformat())
+        lambda k: (datetime.fromtimestamp(T0, UTC) + timedelta(seconds=k)).isoformat()
+    )
     attr = "started" if key == "StartTime" else "closed"
     return scalar(key, draw, moments, True, lambda r: getattr(r, attr), instant)
 
@@ -233,12 +303,9 @@ def queries(depth: int = 3) -> st.SearchStrategy[Query]:
             text, pred = item
             return f"NOT ({text})", lambda r: not pred(r)
 
-        return (
-            st.tuples(st.sampled_from(["AND", "OR", "and", "or"]),
-                      st.lists(children, min_size=2, max_size=3))
-            .map(lambda t: combine(t[0].upper(), t[1]))
-            | children.map(negate)
-        )
+        return st.tuples(
+            st.sampled_from(["AND", "OR", "and", "or"]), st.lists(children, min_size=2, max_size=3)
+        ).map(lambda t: combine(t[0].upper(), t[1])) | children.map(negate)
 
     return st.recursive(predicates(), extend, max_leaves=6)
 
@@ -246,16 +313,21 @@ def queries(depth: int = 3) -> st.SearchStrategy[Query]:
 async def run_world(world: list[Run], checks: list[tuple[Query, int]]) -> None:
     clock = ManualClock(T0)
     with tempfile.TemporaryDirectory() as tmp:
-        config = EngineConfig(database_url=f"sqlite+aiosqlite:///{tmp}/p.db",
-                              blob_dir=f"{tmp}/blobs", clock=clock, sqlite_synchronous="OFF")
+        config = EngineConfig(
+            database_url=f"sqlite+aiosqlite:///{tmp}/p.db",
+            blob_dir=f"{tmp}/blobs",
+            clock=clock,
+            sqlite_synchronous="OFF",
+        )
         eng = Engine(Registry([PropA(), PropB()]), config)
         await eng.start()
         try:
             for run in world:
                 clock.advance(run.started - clock.now())
                 initial = {ATTRIBUTES[run.flow_type][k]: v for k, v in run.values.items()}
-                result = await eng.start_flow(run.flow_type, run.flow_id,
-                                              options=StartFlowOptions(initial_attributes=initial))
+                result = await eng.start_flow(
+                    run.flow_type, run.flow_id, options=StartFlowOptions(initial_attributes=initial)
+                )
                 run.run_id = result.run_id
             for run in world:
                 if run.status == "CANCELED":
@@ -283,10 +355,15 @@ async def run_world(world: list[Run], checks: list[tuple[Query, int]]) -> None:
 
 # Each example runs an Engine, so shrinking a failure would take minutes: report it unshrunk
 # (the failing query text is in the assertion message).
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-          phases=[Phase.explicit, Phase.reuse, Phase.generate])
-@given(world=worlds(), checks=st.lists(st.tuples(queries(), st.integers(1, 4)), min_size=1,
-                                       max_size=8))
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+@given(
+    world=worlds(), checks=st.lists(st.tuples(queries(), st.integers(1, 4)), min_size=1, max_size=8)
+)
 def test_random_queries_return_exactly_what_a_reference_filter_returns(
     world: list[Run], checks: list[tuple[Query, int]]
 ) -> None:

@@ -88,9 +88,11 @@ async def test_steps_needing_the_same_lock_run_one_after_the_other_in_order(
         Trace.release["first"].set()
         await _wait_for(lambda: len(Trace.events) == 4)
         assert Trace.events == ["enter first", "leave first", "enter second", "leave second"]
+
         # Each Step saw the other's committed write: no lost update.
         async def ledger() -> Any:
             return (await eng.get_attributes("locks", ["ledger"])).values.get("ledger")
+
         for _ in range(200):
             if await ledger() == ["first", "second"]:
                 break

@@ -98,8 +98,7 @@ class BusySync(Step[None]):
 
 class RetryWrites(Step[None]):
     def get_step_options(self) -> StepOptions:
-        return StepOptions(execute_retry=RetryPolicy(max_attempts=2,
-                                                     initial_interval=timedelta(0)))
+        return StepOptions(execute_retry=RetryPolicy(max_attempts=2, initial_interval=timedelta(0)))
 
     async def execute(self, context: Context, input: None) -> StepDecision:
         self.flow.progress.write(context, f"attempt {context.attempt}")
@@ -198,8 +197,7 @@ async def test_async_step_write_is_sent_at_once_not_with_the_result(
     flow = flow_with(AnnounceAsync())
     async with running_engine([flow], engine_config) as eng:
         await eng.start_flow(type(flow), "f1")
-        message = await eng.read_stream("f1", "progress", wait_seconds=WAIT,
-                                        flow_type=type(flow))
+        message = await eng.read_stream("f1", "progress", wait_seconds=WAIT, flow_type=type(flow))
         assert message is not None and message.value == "async started"
         assert (await eng.describe_flow("f1")).status == "RUNNING"
         Gates.async_gate.set()
@@ -211,8 +209,7 @@ async def test_sync_generator_step_write_is_sent_at_once(engine_config: EngineCo
     flow = flow_with(AnnounceSync())
     async with running_engine([flow], engine_config) as eng:
         await eng.start_flow(type(flow), "f1")
-        message = await eng.read_stream("f1", "progress", wait_seconds=WAIT,
-                                        flow_type=type(flow))
+        message = await eng.read_stream("f1", "progress", wait_seconds=WAIT, flow_type=type(flow))
         assert message is not None and message.value == "sync started"
         assert (await eng.describe_flow("f1")).status == "RUNNING"
         Gates.thread_gate.set()
@@ -270,7 +267,8 @@ class InjectedClientFlow(Flow[None]):
     @rpc
     async def announce(self, context: Context, input: str) -> str:
         token: str = await self.client.write_stream(
-            context.flow_id, self.progress, input, source=f"rpc:{context.rpc_name}")
+            context.flow_id, self.progress, input, source=f"rpc:{context.rpc_name}"
+        )
         return token
 
 
@@ -285,7 +283,10 @@ async def test_rpcs_write_streams_through_an_injected_client(
         message = await eng.read_stream("f1", InjectedClientFlow.progress)
         assert message is not None
         assert (message.value, message.source, message.resume_token) == (
-            "hello", "rpc:announce", token)
+            "hello",
+            "rpc:announce",
+            token,
+        )
 
 
 async def test_a_retry_writes_again_with_the_same_source(engine_config: EngineConfig) -> None:
@@ -355,12 +356,17 @@ async def test_disabled_store_drops_step_writes_and_refuses_clients(
 async def test_clients_write_to_missing_and_closed_flows(engine_config: EngineConfig) -> None:
     flow = flow_with(Busy())
     async with running_engine([flow], engine_config) as eng:
-        await eng.write_stream("never-started", "progress", "hi", source="cli",
-                               flow_type=type(flow))
+        await eng.write_stream(
+            "never-started", "progress", "hi", source="cli", flow_type=type(flow)
+        )
         await eng.start_flow(type(flow), "done")
         await finished(eng, "done")
-        token = await eng.write_stream("done", type(flow).progress, "after close",  # type: ignore[attr-defined]
-                                       source="cli")
+        token = await eng.write_stream(
+            "done",
+            type(flow).progress,
+            "after close",  # type: ignore[attr-defined]
+            source="cli",
+        )
         assert await values(eng, flow, "never-started") == ["hi"]
         last = await eng.read_stream("done", "progress", flow_type=type(flow))
         assert last is not None and last.value == "p0"
@@ -544,37 +550,52 @@ async def test_concurrent_step_and_client_writers_lose_nothing_and_keep_order(
         async def follow(flow_id: str, expected: int) -> None:
             token = ""
             while len(followed) < expected:
-                message = await eng.read_stream(flow_id, "progress", token, wait_seconds=WAIT,
-                                                flow_type=type(async_flow))
+                message = await eng.read_stream(
+                    flow_id, "progress", token, wait_seconds=WAIT, flow_type=type(async_flow)
+                )
                 assert message is not None
                 followed.append(message.value)
                 token = message.resume_token
 
         async def client(flow: Flow[Any], flow_id: str, name: str) -> None:
             for i in range(count):
-                await eng.write_stream(flow_id, "progress", f"{name}:{i}", source=name,
-                                       flow_type=type(flow))
+                await eng.write_stream(
+                    flow_id, "progress", f"{name}:{i}", source=name, flow_type=type(flow)
+                )
                 await asyncio.sleep(0)
 
         follower = asyncio.create_task(follow("a0", count * 3))
         for n in range(6):
             await eng.start_flow(type(async_flow), f"a{n}", count)
             await eng.start_flow(type(sync_flow), f"s{n}", count)
-        await asyncio.gather(client(async_flow, "a0", "c1"), client(async_flow, "a0", "c2"),
-                             client(sync_flow, "s0", "c3"))
+        await asyncio.gather(
+            client(async_flow, "a0", "c1"),
+            client(async_flow, "a0", "c2"),
+            client(sync_flow, "s0", "c3"),
+        )
         for n in range(6):
             assert (await finished(eng, f"a{n}")).status == "COMPLETED"
             assert (await finished(eng, f"s{n}")).status == "COMPLETED"
         await asyncio.wait_for(follower, WAIT)
-        for flow, flow_id, total in [(async_flow, "a0", 3 * count), (sync_flow, "s0", 2 * count),
-                                     (async_flow, "a5", count), (sync_flow, "s5", count)]:
-            page = await eng.list_stream_messages(flow_id, "progress", 1000,
-                                                  flow_type=type(flow))
+        for flow, flow_id, total in [
+            (async_flow, "a0", 3 * count),
+            (sync_flow, "s0", 2 * count),
+            (async_flow, "a5", count),
+            (sync_flow, "s5", count),
+        ]:
+            page = await eng.list_stream_messages(flow_id, "progress", 1000, flow_type=type(flow))
             oldest_first = list(reversed(page.messages))
             assert len(oldest_first) == total
             for source in {m.source for m in oldest_first}:
                 mine = [m.value.rsplit(":", 1)[1] for m in oldest_first if m.source == source]
                 assert mine == [str(i) for i in range(count)]
-        assert sorted(followed) == sorted(m.value for m in reversed(
-            (await eng.list_stream_messages("a0", "progress", 1000,
-                                            flow_type=type(async_flow))).messages))
+        assert sorted(followed) == sorted(
+            m.value
+            for m in reversed(
+                (
+                    await eng.list_stream_messages(
+                        "a0", "progress", 1000, flow_type=type(async_flow)
+                    )
+                ).messages
+            )
+        )

@@ -20,8 +20,9 @@ async def _load(url: str, acked: list[dict[str, Any]], stop: asyncio.Event) -> N
             n += 1
             email = f"w{id(asyncio.current_task())}-{n}@example.com"
             try:
-                response = await client.post(f"{BASE}/register",
-                                             json={"email": email, "name": "load"})
+                response = await client.post(
+                    f"{BASE}/register", json={"email": email, "name": "load"}
+                )
             except httpx.HTTPError:
                 return  # the server died mid-request: this one was never acknowledged
             if response.status_code == 201:
@@ -51,7 +52,7 @@ async def test_sigkill_under_load_then_restart_keeps_every_acknowledged_registra
         acked: list[dict[str, Any]] = []
         stop = asyncio.Event()
         workers = [asyncio.create_task(_load(server.url, acked, stop)) for _ in range(16)]
-        while len(acked) < 150:
+        while len(acked) < 150:  # noqa: ASYNC110 - polling a list the workers fill
             await asyncio.sleep(0.02)
         await asyncio.to_thread(server.kill)  # mid-load, no graceful shutdown
         stop.set()
@@ -65,8 +66,9 @@ async def test_sigkill_under_load_then_restart_keeps_every_acknowledged_registra
         records = await _pages(restarted.url)
         async with httpx.AsyncClient(base_url=restarted.url) as client:
             # The log keeps working after the restart.
-            after = await client.post(f"{BASE}/register",
-                                      json={"email": "after@example.com", "name": "after"})
+            after = await client.post(
+                f"{BASE}/register", json={"email": "after@example.com", "name": "after"}
+            )
     finally:
         restarted.stop()
 

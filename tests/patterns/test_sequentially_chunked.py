@@ -14,8 +14,11 @@ FLOW_ID = "sequentially-chunked-attribute-map"
 
 async def register(client: httpx.AsyncClient, n: int, flow_id: str | None = None) -> Any:
     params = {"flowId": flow_id} if flow_id else None
-    response = await client.post(f"{BASE}/register", params=params,
-                                 json={"email": f"user{n}@example.com", "name": f"User {n}"})
+    response = await client.post(
+        f"{BASE}/register",
+        params=params,
+        json={"email": f"user{n}@example.com", "name": f"User {n}"},
+    )
     assert response.status_code == 201, response.text
     return response.json()
 
@@ -51,8 +54,9 @@ async def test_start_is_201_then_200_with_started_false(make_client: Any) -> Non
 
 async def test_before_start_register_and_pages_are_flow_not_active(make_client: Any) -> None:
     async with make_client() as client:
-        registered = await client.post(f"{BASE}/register",
-                                       json={"email": "a@example.com", "name": "A"})
+        registered = await client.post(
+            f"{BASE}/register", json={"email": "a@example.com", "name": "A"}
+        )
         listed = await page(client)
     assert registered.status_code == 404
     assert registered.json()["code"] == "FLOW_NOT_ACTIVE_OR_NOT_FOUND"
@@ -65,10 +69,12 @@ async def test_start_commits_the_initial_layout_and_an_empty_current_is_an_empty
     async with make_client() as client:
         await client.post(f"{BASE}/start")
         response = await page(client)
-        values = (await client.get(
-            f"/api/v1/flows/{FLOW_ID}/attributes",
-            params=[("name", "SubscriberArchiveState"), ("name", "SubscriberChunks/current")],
-        )).json()["values"]
+        values = (
+            await client.get(
+                f"/api/v1/flows/{FLOW_ID}/attributes",
+                params=[("name", "SubscriberArchiveState"), ("name", "SubscriberChunks/current")],
+            )
+        ).json()["values"]
     assert response.status_code == 200
     assert response.json() == {"subscribers": [], "nextPageToken": ""}
     assert values == {
@@ -120,8 +126,11 @@ async def test_tokens_chain_from_current_through_each_archive_to_empty(
 async def test_the_101st_registration_archives_current_in_the_same_commit(
     make_client: Any,
 ) -> None:
-    names = [("name", "SubscriberArchiveState"), ("name", "SubscriberChunks/current"),
-             ("name", "SubscriberChunks/00000000000000000001")]
+    names = [
+        ("name", "SubscriberArchiveState"),
+        ("name", "SubscriberChunks/current"),
+        ("name", "SubscriberChunks/00000000000000000001"),
+    ]
     async with make_client() as client:
         await client.post(f"{BASE}/start")
         for n in range(1, 101):
@@ -131,23 +140,38 @@ async def test_the_101st_registration_archives_current_in_the_same_commit(
         after = (await client.get(f"/api/v1/flows/{FLOW_ID}/attributes", params=names)).json()
     assert before["values"]["SubscriberChunks/current"][0]["registeredAt"].endswith("Z")
     assert before["values"]["SubscriberArchiveState"] == {
-        "nextSequence": 101, "newestArchivedToken": ""}
+        "nextSequence": 101,
+        "newestArchivedToken": "",
+    }
     assert len(before["values"]["SubscriberChunks/current"]) == 100
     assert "SubscriberChunks/00000000000000000001" not in before["values"]
     archived = after["values"]["SubscriberChunks/00000000000000000001"]
     assert [r["sequence"] for r in archived] == list(range(1, 101))
     assert [r["sequence"] for r in after["values"]["SubscriberChunks/current"]] == [101]
     assert after["values"]["SubscriberArchiveState"] == {
-        "nextSequence": 102, "newestArchivedToken": "00000000000000000001"}
+        "nextSequence": 102,
+        "newestArchivedToken": "00000000000000000001",
+    }
 
 
 @pytest.mark.parametrize(
     "token",
     [
-        "", "abc", "1", "Current", " current", "0000000000000000001", "000000000000000000001",
-        "00000000000000000002", "00000000000000000100", "00000000000000000000",
-        "-0000000000000000001", "0000000000000000001a", "０００００００００００００００００００１",
-        "00000000000000000001 ", "1e+00000000000000001",
+        "",
+        "abc",
+        "1",
+        "Current",
+        " current",
+        "0000000000000000001",
+        "000000000000000000001",
+        "00000000000000000002",
+        "00000000000000000100",
+        "00000000000000000000",
+        "-0000000000000000001",
+        "0000000000000000001a",
+        "０００００００００００００００００００１",
+        "00000000000000000001 ",
+        "1e+00000000000000001",
     ],
 )
 async def test_malformed_tokens_are_400_invalid_page_token(make_client: Any, token: str) -> None:
@@ -159,8 +183,9 @@ async def test_malformed_tokens_are_400_invalid_page_token(make_client: Any, tok
     assert response.headers["content-type"].startswith("application/problem+json")
 
 
-@pytest.mark.parametrize("token", ["00000000000000000001", "00000000000000000201",
-                                   "99999999999999999901"])
+@pytest.mark.parametrize(
+    "token", ["00000000000000000001", "00000000000000000201", "99999999999999999901"]
+)
 async def test_a_well_formed_token_without_a_stored_chunk_is_404_page_not_found(
     make_client: Any, token: str
 ) -> None:
@@ -200,8 +225,9 @@ async def test_300_registrations_from_16_parallel_clients_get_exactly_1_to_300(
                 done.append(await register(client, n))
             return done
 
-        results = [r for batch in await asyncio.gather(*(worker() for _ in range(16)))
-                   for r in batch]
+        results = [
+            r for batch in await asyncio.gather(*(worker() for _ in range(16))) for r in batch
+        ]
         pages = await all_pages(client)
     assert sorted(r["sequence"] for r in results) == list(range(1, 301))
     listed = [r for p in pages for r in p]

@@ -129,8 +129,9 @@ def test_hard_delete_attribute_cannot_be_numeric_bool_or_indexed() -> None:
         b = Attribute("b", bool, hard_delete_on_null=True)
 
     class Indexed(Flow[None]):
-        s = Attribute("s", str, hard_delete_on_null=True,
-                      index=AttributeIndex(IndexType.KEYWORD, "keyword9"))
+        s = Attribute(
+            "s", str, hard_delete_on_null=True, index=AttributeIndex(IndexType.KEYWORD, "keyword9")
+        )
 
     assert "not numbers or booleans" in _registry_error(Numeric())
     assert "not numbers or booleans" in _registry_error(Flag())

@@ -17,8 +17,13 @@ from engine._storage.search.compiler import _successor, compile_query, parse_dat
 from engine._storage.search.parser import parse
 
 KEYS = {
-    "keyword1": "KEYWORD", "keywordList1": "KEYWORD_ARRAY", "text1": "FULL_TEXT",
-    "int1": "INT", "double1": "DOUBLE", "bool1": "BOOL", "datetime1": "DATETIME",
+    "keyword1": "KEYWORD",
+    "keywordList1": "KEYWORD_ARRAY",
+    "text1": "FULL_TEXT",
+    "int1": "INT",
+    "double1": "DOUBLE",
+    "bool1": "BOOL",
+    "datetime1": "DATETIME",
 }
 
 
@@ -39,27 +44,30 @@ def test_query_values_are_bound_parameters_never_sql_text() -> None:
     assert "?" in sql
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("nope = 1", "unknown field 'nope'"),
-    ("keywrd1 = 'a'", "did you mean 'keyword1'"),
-    ("keyword1 = 1", "quoted string"),
-    ("int1 = 'one'", "integer"),
-    ("int1 = 1.5", "integer"),
-    ("int1 = TRUE", "integer"),
-    ("double1 = 'x'", "number"),
-    ("bool1 = 1", "TRUE or FALSE"),
-    ("datetime1 = 'tomorrow'", "ISO-8601"),
-    ("datetime1 = 5", "ISO-8601"),
-    ("StartTime > 'noon'", "ISO-8601"),
-    ("Status = 'running'", "RUNNING"),
-    ("text1 > 'a'", "cannot be used on text1"),
-    ("text1 STARTS_WITH 'a'", "cannot be used on text1"),
-    ("keywordList1 > 'a'", "cannot be used on keywordList1"),
-    ("bool1 > FALSE", "cannot be used on bool1"),
-    ("int1 STARTS_WITH 'a'", "cannot be used on int1"),
-    ("ORDER BY keyword1", "ORDER BY supports the system fields"),
-    ("ORDER BY StartTime, StartTime", "twice"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nope = 1", "unknown field 'nope'"),
+        ("keywrd1 = 'a'", "did you mean 'keyword1'"),
+        ("keyword1 = 1", "quoted string"),
+        ("int1 = 'one'", "integer"),
+        ("int1 = 1.5", "integer"),
+        ("int1 = TRUE", "integer"),
+        ("double1 = 'x'", "number"),
+        ("bool1 = 1", "TRUE or FALSE"),
+        ("datetime1 = 'tomorrow'", "ISO-8601"),
+        ("datetime1 = 5", "ISO-8601"),
+        ("StartTime > 'noon'", "ISO-8601"),
+        ("Status = 'running'", "RUNNING"),
+        ("text1 > 'a'", "cannot be used on text1"),
+        ("text1 STARTS_WITH 'a'", "cannot be used on text1"),
+        ("keywordList1 > 'a'", "cannot be used on keywordList1"),
+        ("bool1 > FALSE", "cannot be used on bool1"),
+        ("int1 STARTS_WITH 'a'", "cannot be used on int1"),
+        ("ORDER BY keyword1", "ORDER BY supports the system fields"),
+        ("ORDER BY StartTime, StartTime", "twice"),
+    ],
+)
 def test_unknown_fields_and_type_mismatches_are_errors(text: str, message: str) -> None:
     with pytest.raises(InvalidQueryError, match=message) as info:
         compile_query(parse(text), KEYS)
@@ -95,9 +103,16 @@ def test_index_writes_are_typed_by_index_type() -> None:
     assert index_write("k", "KEYWORD_ARRAY", ["a", "b", "a"], "a").items == ("a", "b")
     assert index_write("k", "DATETIME", "1970-01-01T00:00:01Z", "a").number == 1_000_000
     assert index_write("k", "KEYWORD", None, "a").value is None
-    for index_type, value in (("INT", True), ("INT", "1"), ("KEYWORD", 1), ("BOOL", 1),
-                              ("DOUBLE", float("inf")), ("KEYWORD_ARRAY", ["a", 1]),
-                              ("DATETIME", "soon"), ("INT", 2**63)):
+    for index_type, value in (
+        ("INT", True),
+        ("INT", "1"),
+        ("KEYWORD", 1),
+        ("BOOL", 1),
+        ("DOUBLE", float("inf")),
+        ("KEYWORD_ARRAY", ["a", 1]),
+        ("DATETIME", "soon"),
+        ("INT", 2**63),
+    ):
         with pytest.raises(InvalidArgumentError, match="cannot index"):
             index_write("k", index_type, value, "a")
 
@@ -116,9 +131,16 @@ def test_page_tokens_are_bound_to_their_query_and_validated() -> None:
     def raw(data: object) -> str:
         return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
 
-    for bad in ("%%%", "abc", raw([1]), raw({"v": 2, "q": digest, "p": [1, "r"]}),
-                raw({"v": 1, "q": digest, "p": [1]}), raw({"v": 1, "q": digest, "p": ["1", "r"]}),
-                raw({"v": 1, "q": digest, "p": [True, "r"]}),
-                raw({"v": 1, "q": digest, "p": [2**70, "r"]}), "x" * 3000):
+    for bad in (
+        "%%%",
+        "abc",
+        raw([1]),
+        raw({"v": 2, "q": digest, "p": [1, "r"]}),
+        raw({"v": 1, "q": digest, "p": [1]}),
+        raw({"v": 1, "q": digest, "p": ["1", "r"]}),
+        raw({"v": 1, "q": digest, "p": [True, "r"]}),
+        raw({"v": 1, "q": digest, "p": [2**70, "r"]}),
+        "x" * 3000,
+    ):
         with pytest.raises(InvalidPageTokenError):
             paging.decode_token(bad, digest, order)

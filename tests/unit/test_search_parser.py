@@ -47,10 +47,12 @@ def test_parentheses_group_and_not_negates_its_operand() -> None:
 
 
 def test_keywords_are_case_insensitive_and_fields_are_not_keywords() -> None:
-    assert where("notes = 'x' aNd order1 = 'y'") == And((
-        Compare("notes", "=", Literal("x", 8), 0),
-        Compare("order1", "=", Literal("y", 25), 16),
-    ))
+    assert where("notes = 'x' aNd order1 = 'y'") == And(
+        (
+            Compare("notes", "=", Literal("x", 8), 0),
+            Compare("order1", "=", Literal("y", 25), 16),
+        )
+    )
     assert where("a not in ('x')") == InList("a", (Literal("x", 10),), True, 0)
     assert where("a is not null") == IsNull("a", True, 0)
     assert where("a Between 1 and 2") == Between("a", Literal(1, 10), Literal(2, 16), False, 0)
@@ -59,10 +61,20 @@ def test_keywords_are_case_insensitive_and_fields_are_not_keywords() -> None:
 
 def test_literals_strings_numbers_and_booleans() -> None:
     values = [
-        ("'it''s'", "it's"), ("'it\\'s'", "it's"), ('"say ""hi"""', 'say "hi"'),
-        ("'tab\\tnew\\nline'", "tab\tnew\nline"), ("'back\\\\slash'", "back\\slash"),
-        ("'é ☃'", "é ☃"), ("42", 42), ("-7", -7), ("+3", 3), ("1.5", 1.5), ("-2e3", -2000.0),
-        (".5", 0.5), ("TRUE", True), ("false", False),
+        ("'it''s'", "it's"),
+        ("'it\\'s'", "it's"),
+        ('"say ""hi"""', 'say "hi"'),
+        ("'tab\\tnew\\nline'", "tab\tnew\nline"),
+        ("'back\\\\slash'", "back\\slash"),
+        ("'é ☃'", "é ☃"),
+        ("42", 42),
+        ("-7", -7),
+        ("+3", 3),
+        ("1.5", 1.5),
+        ("-2e3", -2000.0),
+        (".5", 0.5),
+        ("TRUE", True),
+        ("false", False),
     ]
     for text, value in values:
         tree = where(f"a = {text}")
@@ -80,20 +92,23 @@ def test_order_by_with_directions() -> None:
     assert parse("order by CloseTime asc").order == (OrderItem("CloseTime", False, 9),)
 
 
-@pytest.mark.parametrize(("text", "position", "expected"), [
-    ("a = ", 4, "a quoted string"),
-    ("= 1", 0, "a field name"),
-    ("a == 1", 3, "a number"),
-    ("a = 1; DROP TABLE runs", 5, "AND"),
-    ("a = 1 OR 1=1", 9, "a field name"),
-    ("a = 1)", 5, "the end of the query"),
-    ("((a = 1)", 8, "')'"),
-    ("a IN ()", 6, "a quoted string"),
-    ("a = 1 ORDER BY", 14, "a field name"),
-    ("a BETWEEN 1 OR 2", 12, "AND"),
-    ("a IS NUL", 5, "NULL"),
-    ("a = 1 --", 6, "ORDER BY"),
-])
+@pytest.mark.parametrize(
+    ("text", "position", "expected"),
+    [
+        ("a = ", 4, "a quoted string"),
+        ("= 1", 0, "a field name"),
+        ("a == 1", 3, "a number"),
+        ("a = 1; DROP TABLE runs", 5, "AND"),
+        ("a = 1 OR 1=1", 9, "a field name"),
+        ("a = 1)", 5, "the end of the query"),
+        ("((a = 1)", 8, "')'"),
+        ("a IN ()", 6, "a quoted string"),
+        ("a = 1 ORDER BY", 14, "a field name"),
+        ("a BETWEEN 1 OR 2", 12, "AND"),
+        ("a IS NUL", 5, "NULL"),
+        ("a = 1 --", 6, "ORDER BY"),
+    ],
+)
 def test_syntax_errors_give_the_position_and_what_was_expected(
     text: str, position: int, expected: str
 ) -> None:
@@ -104,13 +119,16 @@ def test_syntax_errors_give_the_position_and_what_was_expected(
     assert info.value.field == "query"
 
 
-@pytest.mark.parametrize(("text", "position"), [
-    ("a = 'open", 4),
-    ("a = 'bad \\q'", 9),
-    ("a = 99999999999999999999", 4),
-    ("a = 1e999", 4),
-    ("a = 'x'\x01", 7),
-])
+@pytest.mark.parametrize(
+    ("text", "position"),
+    [
+        ("a = 'open", 4),
+        ("a = 'bad \\q'", 9),
+        ("a = 99999999999999999999", 4),
+        ("a = 1e999", 4),
+        ("a = 'x'\x01", 7),
+    ],
+)
 def test_bad_literals_and_characters_are_rejected_with_their_position(
     text: str, position: int
 ) -> None:

@@ -83,8 +83,9 @@ def test_buffered_text_needs_a_text_stream() -> None:
 
 
 def test_writing_through_a_context_without_a_step_is_a_clear_error() -> None:
-    context = Context(flow_id="f", run_id="r", flow_type="ProgressFlow", states={},
-                      snapshot={}, rpc_name="report")
+    context = Context(
+        flow_id="f", run_id="r", flow_type="ProgressFlow", states={}, snapshot={}, rpc_name="report"
+    )
     with pytest.raises(DefinitionError, match="RPC report.*Engine.write_stream"):
         ProgressFlow.progress.write(context, "x")
     with pytest.raises(DefinitionError, match="only Step invocations heartbeat"):

@@ -35,8 +35,9 @@ class SportsFlow(Flow[None]):
 
 def service(**config: Any) -> StreamService:
     config.setdefault("message_overhead_bytes", OVERHEAD)
-    return StreamService(Registry([NewsFlow(), SportsFlow()]), StreamStoreConfig(**config),
-                         ManualClock())
+    return StreamService(
+        Registry([NewsFlow(), SportsFlow()]), StreamStoreConfig(**config), ManualClock()
+    )
 
 
 def store_of(svc: StreamService) -> MemoryStreamStore:
@@ -56,14 +57,24 @@ async def settle(svc: StreamService) -> None:
         await asyncio.gather(*tasks)
 
 
-def write(svc: StreamService, value: str, flow_id: str = "f", stream: Stream[Any] | None = None,
-          source: str = "s") -> str:
+def write(
+    svc: StreamService,
+    value: str,
+    flow_id: str = "f",
+    stream: Stream[Any] | None = None,
+    source: str = "s",
+) -> str:
     stream = stream or NewsFlow.progress
     return svc.write("NewsFlow", stream, flow_id, value, source)
 
 
-async def read(svc: StreamService, token: str = "", flow_id: str = "f",
-               stream: Stream[Any] | None = None, wait: float = 0.0) -> Any:
+async def read(
+    svc: StreamService,
+    token: str = "",
+    flow_id: str = "f",
+    stream: Stream[Any] | None = None,
+    wait: float = 0.0,
+) -> Any:
     return await svc.read("NewsFlow", stream or NewsFlow.progress, flow_id, token, wait)
 
 
@@ -138,9 +149,9 @@ async def test_tokens_of_a_previous_process_start_at_the_head_and_list_empty() -
     before = service()
     old_resume = write(before, "gone")
     write(before, "gone too")
-    old_page = (await asyncio.to_thread(
-        before.list, "NewsFlow", NewsFlow.progress, "f", 1, ""
-    )).next_page_token
+    old_page = (
+        await asyncio.to_thread(before.list, "NewsFlow", NewsFlow.progress, "f", 1, "")
+    ).next_page_token
     after = service()  # a restart: contents vanished, sequences start again
     write(after, "new")
     assert (await read(after, old_resume)).value == "new"
@@ -315,7 +326,7 @@ async def test_write_at_capacity_is_rejected_then_a_retry_succeeds_after_trimmin
     svc = service()
     store = store_of(svc)
     write(svc, "x" * (800 - size_of("")), stream=NewsFlow.small)  # 800, under the trigger
-    write(svc, "y" * (50 - size_of("")), stream=NewsFlow.small)   # 850
+    write(svc, "y" * (50 - size_of("")), stream=NewsFlow.small)  # 850
     third = "z" * (300 - size_of(""))
     with pytest.raises(ResourceExhaustedError, match="capacity") as rejected:
         write(svc, third, stream=NewsFlow.small)
@@ -355,9 +366,9 @@ async def test_server_wide_limit_rejects_then_trims_the_largest_streams_oldest()
     store = store_of(svc)
     one = "x" * (100 - size_of(""))  # 100 bytes each
     for _ in range(6):
-        write(svc, one)                               # NewsFlow/progress: 600
+        write(svc, one)  # NewsFlow/progress: 600
     for _ in range(3):
-        write(svc, one, stream=NewsFlow.other)        # NewsFlow/other: 300
+        write(svc, one, stream=NewsFlow.other)  # NewsFlow/other: 300
     with pytest.raises(ResourceExhaustedError, match="server") as rejected:
         write(svc, "y" * (250 - size_of("")), stream=NewsFlow.other)
     assert rejected.value.extra["retryable"] is True
@@ -425,13 +436,16 @@ def test_step_writes_to_a_full_stream_are_dropped_quietly() -> None:
     assert store_of(svc).stats("NewsFlow", "small")["messages"] == 0
 
 
-@pytest.mark.parametrize("bad", [
-    {"backend": "redis"},
-    {"trim_target_ratio": 0.95},
-    {"trim_trigger_ratio": 1.5},
-    {"max_read_messages": 0},
-    {"message_overhead_bytes": -1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"backend": "redis"},
+        {"trim_target_ratio": 0.95},
+        {"trim_trigger_ratio": 1.5},
+        {"max_read_messages": 0},
+        {"message_overhead_bytes": -1},
+    ],
+)
 def test_stream_store_config_refuses_bad_settings(bad: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgumentError):
         StreamStoreConfig(**bad)

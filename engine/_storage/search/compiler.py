@@ -127,12 +127,14 @@ def order_keys(items: tuple[OrderItem, ...]) -> tuple[OrderKey, ...]:
             raise InvalidQueryError(
                 f"ORDER BY supports the system fields {', '.join(SYSTEM_FIELDS)}; "
                 f"{item.field!r} at position {item.position} is not one",
-                position=item.position, field="query",
+                position=item.position,
+                field="query",
             )
         if item.field in seen:
             raise InvalidQueryError(
                 f"ORDER BY names {item.field} twice (position {item.position})",
-                position=item.position, field="query",
+                position=item.position,
+                field="query",
             )
         seen.add(item.field)
         kind, column = SYSTEM_FIELDS[item.field]
@@ -180,11 +182,14 @@ class _Compiler:
                 merged[field] = []
                 parts.append(field)  # placeholder, keeps the written order
             merged[field].append(condition)
-        return and_(*[
-            self.key_rows(p, self.field_type(p, 0), and_(*merged[p])) if isinstance(p, str)
-            else p
-            for p in parts
-        ])
+        return and_(
+            *[
+                self.key_rows(p, self.field_type(p, 0), and_(*merged[p]))
+                if isinstance(p, str)
+                else p
+                for p in parts
+            ]
+        )
 
     def scalar_condition(self, node: Node) -> tuple[str, Any] | None:
         """Return (key, condition on its typed column) for a scalar index-key predicate."""
@@ -218,7 +223,8 @@ class _Compiler:
             raise InvalidQueryError(
                 f"unknown field {name!r} at position {position}: it is neither a system field "
                 f"nor an index key of a registered Flow type{hint}",
-                position=position, field="query",
+                position=position,
+                field="query",
             )
         return found
 
@@ -256,7 +262,8 @@ class _Compiler:
             raise InvalidQueryError(
                 f"{op} cannot be used on {field} ({kind}) at position {position}; "
                 f"it supports {allowed}",
-                position=position, field="query",
+                position=position,
+                field="query",
             )
 
     # -- predicates ---------------------------------------------------------------------------
@@ -281,17 +288,19 @@ class _Compiler:
             column = SYSTEM_FIELDS[field][1]
             return column.is_not(None) if field == "CloseTime" else true()
         sv = t.search_values
-        return t.runs.c.run_id.in_(
-            select(sv.c.run_id).where(sv.c.key == field, sv.c.type == kind)
-        )
+        return t.runs.c.run_id.in_(select(sv.c.run_id).where(sv.c.key == field, sv.c.type == kind))
 
     def condition(self, column: Any, node: Predicate, kind: str) -> Any:
         """The comparison itself, on a column that holds the field's stored form."""
         if isinstance(node, Compare):
             value = self.value(node.field, kind, node.value)
             return {
-                "=": column.__eq__, "!=": column.__ne__, "<": column.__lt__,
-                "<=": column.__le__, ">": column.__gt__, ">=": column.__ge__,
+                "=": column.__eq__,
+                "!=": column.__ne__,
+                "<": column.__lt__,
+                "<=": column.__le__,
+                ">": column.__gt__,
+                ">=": column.__ge__,
             }[node.op](value)
         if isinstance(node, InList):
             values = [self.value(node.field, kind, v) for v in node.values]
@@ -317,7 +326,8 @@ class _Compiler:
         kw = t.search_keywords
         if isinstance(node, Compare | InList):
             values = (
-                [self.value(node.field, KEYWORD_ARRAY, node.value)] if isinstance(node, Compare)
+                [self.value(node.field, KEYWORD_ARRAY, node.value)]
+                if isinstance(node, Compare)
                 else [self.value(node.field, KEYWORD_ARRAY, v) for v in node.values]
             )
             negated = node.op == "!=" if isinstance(node, Compare) else node.negated
@@ -357,7 +367,8 @@ def _operator_name(node: Predicate) -> str:
 def _mismatch(field: str, lit: Literal, wanted: str) -> InvalidQueryError:
     return InvalidQueryError(
         f"{field} compares with {wanted}; got {lit.kind} {lit.value!r} at position {lit.position}",
-        position=lit.position, field="query",
+        position=lit.position,
+        field="query",
     )
 
 

@@ -58,8 +58,10 @@ def decode_token(token: str, digest: str, order: Sequence[OrderKey]) -> list[Any
         raise _invalid("pageToken is malformed")
     for value, key in zip(position, order, strict=True):
         if key.kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool) and (
-                _INT64[0] <= value <= _INT64[1]
+            ok = (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and (_INT64[0] <= value <= _INT64[1])
             )
         else:
             ok = isinstance(value, str) and len(value) <= 1024

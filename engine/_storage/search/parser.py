@@ -183,7 +183,7 @@ def _expected(names: set[str] | None) -> str:
 
 
 def _near(text: str, position: int) -> str:
-    snippet = text[position:position + 20]
+    snippet = text[position : position + 20]
     return repr(snippet) if snippet else "the end of the query"
 
 
@@ -194,7 +194,8 @@ def parse(text: str) -> Query:
     if len(text) > MAX_QUERY_LENGTH:
         raise InvalidQueryError(
             f"query is {len(text)} characters long; the limit is {MAX_QUERY_LENGTH}",
-            position=MAX_QUERY_LENGTH, field="query",
+            position=MAX_QUERY_LENGTH,
+            field="query",
         )
     bad = next((i for i, c in enumerate(text) if ord(c) < 32 and c not in "\t\n\r"), None)
     if bad is not None:
@@ -222,7 +223,7 @@ def _accepted(text: str, position: int, fallback: Any) -> set[str]:
 def _syntax_error(text: str, exc: UnexpectedInput) -> InvalidQueryError:
     if isinstance(exc, UnexpectedCharacters):
         position = exc.pos_in_stream or 0
-        char = text[position:position + 1]
+        char = text[position : position + 1]
         if char in "'\"":
             detail = f"unterminated string starting at position {position}"
         else:
@@ -238,12 +239,14 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> InvalidQueryError:
         return InvalidQueryError(
             f"unexpected {_near(text, position)} at position {position}; expected "
             f"{_expected(expected)}",
-            position=position, field="query",
+            position=position,
+            field="query",
         )
     fallback = exc.expected if isinstance(exc, UnexpectedToken | UnexpectedEOF) else ()
     return InvalidQueryError(
         f"the query ends too early; expected {_expected(_accepted(text, len(text), fallback))}",
-        position=len(text), field="query",
+        position=len(text),
+        field="query",
     )
 
 
@@ -255,7 +258,8 @@ def _check_size(tree: Tree[Any]) -> None:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise InvalidQueryError(
-                f"query nests deeper than {MAX_DEPTH} levels", position=_first_pos(node),
+                f"query nests deeper than {MAX_DEPTH} levels",
+                position=_first_pos(node),
                 field="query",
             )
         if node.data in ("compare", "in_list", "between", "starts_with", "is_null"):
@@ -263,14 +267,17 @@ def _check_size(tree: Tree[Any]) -> None:
             if conditions > MAX_CONDITIONS:
                 raise InvalidQueryError(
                     f"query has more than {MAX_CONDITIONS} conditions",
-                    position=_first_pos(node), field="query",
+                    position=_first_pos(node),
+                    field="query",
                 )
-            values = [c for c in node.children
-                      if isinstance(c, Token) and c.type not in ("FIELD", "NOT")]
+            values = [
+                c for c in node.children if isinstance(c, Token) and c.type not in ("FIELD", "NOT")
+            ]
             if node.data == "in_list" and len(values) > MAX_LIST_ITEMS:
                 raise InvalidQueryError(
                     f"an IN list may hold at most {MAX_LIST_ITEMS} values",
-                    position=_first_pos(node), field="query",
+                    position=_first_pos(node),
+                    field="query",
                 )
         for child in node.children:
             if isinstance(child, Tree):
@@ -346,7 +353,8 @@ class _Builder:
             number = float(raw)
             if not math.isfinite(number):
                 raise InvalidQueryError(
-                    f"number {raw} at position {position} is out of range", position=position,
+                    f"number {raw} at position {position} is out of range",
+                    position=position,
                     field="query",
                 )
             return Literal(number, position)
@@ -354,7 +362,8 @@ class _Builder:
         if not _INT64[0] <= value <= _INT64[1]:
             raise InvalidQueryError(
                 f"integer {raw} at position {position} is outside the 64-bit range",
-                position=position, field="query",
+                position=position,
+                field="query",
             )
         return Literal(value, position)
 
@@ -375,7 +384,8 @@ def _unquote(raw: str, position: int) -> str:
                 raise InvalidQueryError(
                     f"unknown escape '\\{nxt}' at position {where}; use \\\\, \\', \\\", \\n, "
                     "\\t or \\r",
-                    position=where, field="query",
+                    position=where,
+                    field="query",
                 )
             out.append(_ESCAPES[nxt])
             i += 2

@@ -110,9 +110,8 @@ async def _page(
         .cte("page")
     )
     sv = t.search_values
-    query = (
-        select(page, sv.c.key.label("index_key"), sv.c.value.label("index_value"))
-        .select_from(page.outerjoin(sv, sv.c.run_id == page.c.run_id))
+    query = select(page, sv.c.key.label("index_key"), sv.c.value.label("index_value")).select_from(
+        page.outerjoin(sv, sv.c.run_id == page.c.run_id)
     )
     async with db.connect() as conn:
         rows = (await conn.execute(query)).all()
@@ -120,8 +119,15 @@ async def _page(
     for row in rows:
         entry = found.get(row.run_id)
         if entry is None:
-            run = FoundRun(row.run_id, row.flow_id, row.flow_type, row.status, row.started_at,
-                           row.closed_at, {})
+            run = FoundRun(
+                row.run_id,
+                row.flow_id,
+                row.flow_type,
+                row.status,
+                row.started_at,
+                row.closed_at,
+                {},
+            )
             entry = found[row.run_id] = (run, [getattr(row, f"k{i}") for i in range(len(order))])
         if row.index_key is not None:
             entry[0].indexed[row.index_key] = json.loads(row.index_value)
