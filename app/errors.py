@@ -132,7 +132,8 @@ def install_error_handlers(app: FastAPI) -> None:
             405: "METHOD_NOT_ALLOWED",
             413: "PAYLOAD_TOO_LARGE",
         }.get(exc.status_code, "HTTP_ERROR")
-        return problem(exc.status_code, code, str(exc.detail), headers=exc.headers)
+        headers = dict(exc.headers) if exc.headers else None
+        return problem(exc.status_code, code, str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:

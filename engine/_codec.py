@@ -13,7 +13,7 @@ import re
 from datetime import date, datetime, time
 from enum import Enum
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from pydantic import TypeAdapter, ValidationError
@@ -60,7 +60,7 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, Enum):
         return to_jsonable(value.value)
     # pydantic models, dataclasses and anything else pydantic knows how to dump.
-    dumped = adapter_for(type(value)).dump_python(value, mode="python", by_alias=True)
+    dumped = adapter_for(cast(Any, type(value))).dump_python(value, mode="python", by_alias=True)
     if dumped is value:
         raise InvalidArgumentError(f"values of type {type(value).__name__} cannot be stored")
     return to_jsonable(dumped)

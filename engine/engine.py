@@ -402,7 +402,8 @@ class Engine:
         assert result is not None
         run = await reads.load_run(self._db, flow_id, result.run_id)
         self._rt.after_commit(result, flow_id, run.flow_type if run else "")
-        return result.run_id
+        stopped: str = result.run_id
+        return stopped
 
     # -- RPCs -----------------------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 
 from engine import Flow
@@ -9,7 +11,7 @@ from patterns.sequentially_chunked_attribute_map import flow as chunked
 from patterns.sequentially_chunked_attribute_map import routes as chunked_routes
 
 
-def bundled_flows() -> list[Flow[object]]:
+def bundled_flows() -> list[Flow[Any]]:
     """Return a fresh instance of every bundled Flow."""
     return [chunked.ChunkedSubscriberFlow()]
 

@@ -105,8 +105,12 @@ def check_page_token(token: str) -> str:
 class ChunkedSubscriberFlow(Flow[None]):
     """RPC-only Flow holding an append-only subscriber log in bounded chunks."""
 
-    archive_state = Attribute("SubscriberArchiveState", SubscriberArchiveState)
-    subscriber_chunks = AttributeMap("SubscriberChunks", list[SubscriberRecord])
+    archive_state: Attribute[SubscriberArchiveState] = Attribute(
+        "SubscriberArchiveState", SubscriberArchiveState
+    )
+    subscriber_chunks: AttributeMap[list[SubscriberRecord]] = AttributeMap(
+        "SubscriberChunks", list[SubscriberRecord]
+    )
 
     @rpc(
         lock_attributes=(archive_state.lock(), subscriber_chunks.lock(CURRENT)),

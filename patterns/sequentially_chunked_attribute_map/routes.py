@@ -6,7 +6,7 @@ import asyncio
 import random
 import weakref
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,7 +43,7 @@ router = APIRouter(
 FlowIdQuery = Annotated[
     str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
 ]
-_PROBLEM = {"content": {"application/problem+json": {}}}
+_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
 
 class _Wire(BaseModel):
