@@ -78,6 +78,19 @@ class FlowInfoResponse(Wire):
     closed_at: datetime | None
     indexed_attributes: dict[str, Any]
 
+    @classmethod
+    def of(cls, info: engine.FlowInfo) -> FlowInfoResponse:
+        """Return the wire form of an engine FlowInfo."""
+        return cls(
+            flow_id=info.flow_id,
+            run_id=info.run_id,
+            flow_type=info.flow_type,
+            status=info.status,
+            started_at=info.started_at,
+            closed_at=info.closed_at,
+            indexed_attributes=info.indexed_attributes,
+        )
+
 
 class CompletionResponse(Wire):
     """One Step completion."""

@@ -69,15 +69,7 @@ async def start_flow(body: StartFlowBody, eng: EngineDep, response: Response) ->
 async def describe_flow(flowId: str, eng: EngineDep, run_id: RunIdQuery = None) -> FlowInfoResponse:  # noqa: N803
     """Describe the Flow's latest run (or the given run)."""
     info = await eng.describe_flow(flowId, run_id)
-    return FlowInfoResponse(
-        flow_id=info.flow_id,
-        run_id=info.run_id,
-        flow_type=info.flow_type,
-        status=info.status,
-        started_at=info.started_at,
-        closed_at=info.closed_at,
-        indexed_attributes=info.indexed_attributes,
-    )
+    return FlowInfoResponse.of(info)
 
 
 @router.get(

@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-import engine
 from app.deps import EngineDep
 from app.errors import responses
 from app.schemas import (
@@ -17,19 +16,6 @@ from app.schemas import (
 )
 
 router = APIRouter(prefix="/api/v1/flows", tags=["Search"])
-
-
-def flow_info(info: engine.FlowInfo) -> FlowInfoResponse:
-    """Return the wire form of a FlowInfo."""
-    return FlowInfoResponse(
-        flow_id=info.flow_id,
-        run_id=info.run_id,
-        flow_type=info.flow_type,
-        status=info.status,
-        started_at=info.started_at,
-        closed_at=info.closed_at,
-        indexed_attributes=info.indexed_attributes,
-    )
 
 
 @router.get(
@@ -66,7 +52,7 @@ async def search_flows(
     """
     page = await eng.search_flows(query, page_size, page_token)
     return SearchFlowsResponse(
-        flows=[flow_info(f) for f in page.flows], next_page_token=page.next_page_token
+        flows=[FlowInfoResponse.of(f) for f in page.flows], next_page_token=page.next_page_token
     )
 
 

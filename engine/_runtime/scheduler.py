@@ -38,6 +38,7 @@ from engine.step import NO_RETRY, DecisionKind, RetryPolicy, StepDecision
 from engine.wait import Wait
 
 log = logging.getLogger("dexlite.scheduler")
+_STALE = object()
 
 
 @dataclass
@@ -316,19 +317,15 @@ class Scheduler:
         if step.canceled:
             return
         if writes or due is not None:
-            try:
-                await self.rt.db.write(
-                    commits.enter_execute_phase(
-                        run_id=step.run_id,
-                        step_id=step.id,
-                        attempt=step.attempt,
-                        due_at=due,
-                        writes=writes,
-                        now=self.rt.now_us(),
-                    )
-                )
-            except StaleAttemptError:
-                self._forget(step)
+            unit = commits.enter_execute_phase(
+                run_id=step.run_id,
+                step_id=step.id,
+                attempt=step.attempt,
+                due_at=due,
+                writes=writes,
+                now=self.rt.now_us(),
+            )
+            if await self._write_attempt(step, unit) is _STALE:
                 return
             self.rt.matches.notify(step.run_id, writes)
         # The wait_for locks are released; execute takes its own when handed out.
@@ -357,24 +354,33 @@ class Scheduler:
         )
         return outcome, effects
 
+    async def _write_attempt(self, step: ActiveStep, unit: Any) -> Any:
+        """Commit a unit of this attempt; a canceled or superseded attempt is forgotten and
+        gets ``_STALE`` back."""
+        try:
+            return await self.rt.db.write(unit)
+        except StaleAttemptError:
+            self._forget(step)
+            return _STALE
+
     async def _commit(
         self, step: ActiveStep, spec: FlowSpec, outcome: StepOutcome, effects: Effects
     ) -> None:
-        try:
-            result: CommitResult = await self.rt.db.write(
-                commits.commit_step(
-                    run_id=step.run_id,
-                    step_id=step.id,
-                    step_type=step.step_type,
-                    attempt=step.attempt,
-                    outcome=outcome,
-                    effects=effects,
-                    now=self.rt.now_us(),
-                )
-            )
-        except StaleAttemptError:
-            self._forget(step)
+        result = await self._write_attempt(
+            step,
+            commits.commit_step(
+                run_id=step.run_id,
+                step_id=step.id,
+                step_type=step.step_type,
+                attempt=step.attempt,
+                outcome=outcome,
+                effects=effects,
+                now=self.rt.now_us(),
+            ),
+        )
+        if result is _STALE:
             return
+        assert isinstance(result, CommitResult)
         self._forget(step)
         self.rt.after_commit(result, step.flow_id, step.flow_type, writes=effects.writes)
 
@@ -389,20 +395,16 @@ class Scheduler:
         ) or NO_RETRY
         if step.attempt < policy.max_attempts:
             due = self.rt.now_us() + int(policy.delay_before(step.attempt + 1) * 1_000_000)
-            try:
-                await self.rt.db.write(
-                    commits.retry_step(
-                        run_id=step.run_id,
-                        step_id=step.id,
-                        attempt=step.attempt,
-                        due_at=due,
-                        error_type=error_type,
-                        error_message=message,
-                        now=self.rt.now_us(),
-                    )
-                )
-            except StaleAttemptError:
-                self._forget(step)
+            unit = commits.retry_step(
+                run_id=step.run_id,
+                step_id=step.id,
+                attempt=step.attempt,
+                due_at=due,
+                error_type=error_type,
+                error_message=message,
+                now=self.rt.now_us(),
+            )
+            if await self._write_attempt(step, unit) is _STALE:
                 return
             # The retry keeps its locks while it waits.
             step.attempt, step.due_at, step.context = step.attempt + 1, due, None
