@@ -250,15 +250,7 @@ def start_run(
                     flow_id=flow_id,
                     run_id=latest.run_id,
                 )
-            conn.execute(
-                update(t.flows)
-                .where(t.flows.c.flow_id == flow_id)
-                .values(latest_run_id=run_id, flow_type=flow_type)
-            )
-        else:
-            conn.execute(
-                insert(t.flows).values(flow_id=flow_id, flow_type=flow_type, latest_run_id=run_id)
-            )
+        # The run goes in first: flows.latest_run_id refers to it.
         conn.execute(
             insert(t.runs).values(
                 run_id=run_id,
@@ -271,6 +263,16 @@ def start_run(
                 timeout_at=timeout_at,
             )
         )
+        if latest is not None:
+            conn.execute(
+                update(t.flows)
+                .where(t.flows.c.flow_id == flow_id)
+                .values(latest_run_id=run_id, flow_type=flow_type)
+            )
+        else:
+            conn.execute(
+                insert(t.flows).values(flow_id=flow_id, flow_type=flow_type, latest_run_id=run_id)
+            )
         apply_writes(conn, run_id, writes, now)
         if start_step is not None:
             insert_steps(conn, run_id, [start_step], now)

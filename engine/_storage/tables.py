@@ -21,7 +21,7 @@ class FlowRow(SQLModel, table=True):
 
     flow_id: str = Field(primary_key=True)
     flow_type: str
-    latest_run_id: str
+    latest_run_id: str = Field(foreign_key="runs.run_id")
 
 
 class RunRow(SQLModel, table=True):
@@ -58,7 +58,7 @@ class AttributeRow(SQLModel, table=True):
 
     # Key order (run, instance, name) makes "all singletons of a run" (instance "") and one
     # exact map instance both prefix lookups, so a snapshot never scans a run's whole map.
-    run_id: str = Field(primary_key=True)
+    run_id: str = Field(primary_key=True, foreign_key="runs.run_id")
     instance: str = Field(primary_key=True, default="")
     name: str = Field(primary_key=True)
     value: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
@@ -76,7 +76,7 @@ class StepExecutionRow(SQLModel, table=True):
     )
 
     id: str = Field(primary_key=True)
-    run_id: str
+    run_id: str = Field(foreign_key="runs.run_id")
     step_type: str
     input: str = Field(sa_column=Column(Text, nullable=False))
     state: str
@@ -98,7 +98,7 @@ class HistoryRow(SQLModel, table=True):
     __table_args__ = (Index("ix_history_run", "run_id", "id"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    run_id: str
+    run_id: str = Field(foreign_key="runs.run_id")
     event_type: str
     at: int = Field(sa_column=Column(BigInteger, nullable=False))
     details: str = Field(sa_column=Column(Text, nullable=False))
