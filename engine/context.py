@@ -10,7 +10,7 @@ from engine import _codec
 from engine.errors import AttributeMapNotLoadedError, DefinitionError, StepCanceled
 
 if TYPE_CHECKING:
-    from engine._streams import StepIO
+    from engine._runtime.step_io import StepIO
     from engine.attribute import _State
     from engine.stream import Heartbeat
 

@@ -21,7 +21,7 @@ from engine.errors import DefinitionError, EngineError, InvalidArgumentError, St
 if TYPE_CHECKING:
     import asyncio
 
-    from engine._streams import StepIO
+    from engine._runtime.step_io import StepIO
     from engine.context import Context
     from engine.flow import Flow
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine import _codec
 from engine._runtime.runtime import Runtime
+from engine._runtime.step_io import is_generator_handler, run_generator
 from engine._runtime.timers import TimerHandle
 from engine._storage import commits, reads
 from engine._storage.commits import StaleAttemptError
@@ -30,7 +31,7 @@ from engine._storage.records import (
     NewStep,
     StepOutcome,
 )
-from engine._streams import StreamService, is_generator_handler, run_generator
+from engine._streams import StreamService
 from engine.context import Context
 from engine.errors import InvalidStepResultError, StepCanceled
 from engine.registry import FlowSpec, StepSpec
