@@ -119,7 +119,9 @@ def test_an_example_added_to_the_catalog_runs_without_code_changes(page: Page) -
         lambda route: route.fulfill(json=catalog),
     )
     open_route(page, "engine-api/start")
-    expect(page.locator(".route-link")).to_have_count(5)
+    expect(page.locator(".route-link")).to_have_count(
+        sum(len(example["routes"]) for example in catalog["examples"])
+    )
     expect(page.get_by_label("options")).to_have_value('{\n  "timeoutSeconds": 600\n}')
     with page.expect_request("**/api/v1/flows") as sent:
         status, body = send(page)

@@ -1,0 +1,1 @@
+"""The RPC canceling Steps primitive: a ``stop_report`` RPC cancels the Step writing a report."""
