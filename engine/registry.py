@@ -256,25 +256,28 @@ class Registry:
     def _collect_rpcs(
         flow: Flow[Any], flow_type: str, states: dict[str, _State[Any]]
     ) -> dict[str, RPCDefinition]:
-        rpcs: dict[str, RPCDefinition] = {}
+        # By attribute name, base classes first, so a subclass's method overrides its base's.
+        by_attribute: dict[str, RPCDefinition] = {}
         for klass in reversed(type(flow).__mro__):
-            for value in vars(klass).values():
+            for attribute, value in vars(klass).items():
                 definition = getattr(value, RPC_MARKER, None)
-                if not isinstance(definition, RPCDefinition):
-                    continue
-                name = f"{flow_type}.{definition.name}"
-                if definition.name in rpcs and rpcs[definition.name].function is not value:
-                    raise DefinitionError(
-                        f"{flow_type}: RPC name {definition.name!r} is used twice"
-                    )
-                _check_locks(name, states, definition.lock_attributes)
-                _check_loads(
-                    name,
-                    states,
-                    definition.load_attribute_maps,
-                    definition.load_attribute_map_instances,
-                )
-                rpcs[definition.name] = resolve_rpc_types(definition)
+                if isinstance(definition, RPCDefinition):
+                    by_attribute[attribute] = definition
+                else:
+                    by_attribute.pop(attribute, None)  # overridden by a plain method
+        rpcs: dict[str, RPCDefinition] = {}
+        for definition in by_attribute.values():
+            name = f"{flow_type}.{definition.name}"
+            if definition.name in rpcs:
+                raise DefinitionError(f"{flow_type}: RPC name {definition.name!r} is used twice")
+            _check_locks(name, states, definition.lock_attributes)
+            _check_loads(
+                name,
+                states,
+                definition.load_attribute_maps,
+                definition.load_attribute_map_instances,
+            )
+            rpcs[definition.name] = resolve_rpc_types(definition)
         return rpcs
 
 

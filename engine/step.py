@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Awaitable, Generator, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -71,7 +71,7 @@ class Step(Generic[I]):
         """Return this Step's locks, loads and retry policies (none by default)."""
         return StepOptions()
 
-    def execute(self, context: Context, input: I) -> StepDecision:
+    def execute(self, context: Context, input: I) -> StepResult:
         """Do the Step's work and decide what comes next."""
         raise NotImplementedError
 
@@ -197,3 +197,8 @@ class StepList(Generic[I]):
     def all(self) -> tuple[Step[Any], ...]:
         """Return every Step, the start Step first."""
         return ((self.start,) if self.start is not None else ()) + self.others
+
+
+#: What ``execute`` may return: a decision, from a ``def``, an ``async def`` (awaitable), or a
+#: ``def`` generator that yields Stream writes and heartbeats and returns the decision.
+StepResult = StepDecision | Awaitable[StepDecision] | Generator[Any, Any, StepDecision]

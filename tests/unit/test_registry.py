@@ -239,3 +239,32 @@ def test_index_keys_cannot_shadow_search_system_fields() -> None:
         s = Attribute("s", str, index=AttributeIndex(IndexType.KEYWORD, "Status"))
 
     assert "reserved system field" in _registry_error(Shadow())
+
+
+def test_a_subclass_may_override_an_rpc_of_its_base_flow() -> None:
+    class Base(Flow[None]):
+        @rpc
+        def answer(self, context: Context) -> int:
+            return 1
+
+    class Derived(Base):
+        @rpc
+        def answer(self, context: Context) -> int:
+            return 2
+
+    spec = Registry([Derived()]).spec("Derived")
+    assert list(spec.rpcs) == ["answer"]
+    assert spec.rpcs["answer"].function is vars(Derived)["answer"]
+
+
+def test_two_methods_registering_one_rpc_name_are_rejected() -> None:
+    class Twice(Flow[None]):
+        @rpc(name="same")
+        def one(self, context: Context) -> None:
+            return None
+
+        @rpc(name="same")
+        def two(self, context: Context) -> None:
+            return None
+
+    assert "RPC name 'same' is used twice" in _registry_error(Twice())

@@ -60,10 +60,7 @@ def section_text(section: int) -> str:
 class GenerateReport(Step[ReportInput]):
     """Write the report section by section, reporting each one on the progress Stream."""
 
-    # Step.execute is annotated sync only; the engine runs an async def override as a task.
-    async def execute(  # type: ignore[override]
-        self, context: Context, input: ReportInput
-    ) -> StepDecision:
+    async def execute(self, context: Context, input: ReportInput) -> StepDecision:
         """Write every section, then mark the report READY and hand it to DeliverReport."""
         sections: list[str] = []
         for section in range(1, input.sections + 1):
@@ -83,10 +80,7 @@ class GenerateReport(Step[ReportInput]):
 class DeliverReport(Step[ReportInput]):
     """Deliver the finished report (simulated) and complete with it."""
 
-    # Step.execute is annotated sync only; the engine runs an async def override as a task.
-    async def execute(  # type: ignore[override]
-        self, context: Context, input: ReportInput
-    ) -> StepDecision:
+    async def execute(self, context: Context, input: ReportInput) -> StepDecision:
         """Take ``delivery_seconds``, then complete the Flow with the report's sections."""
         await asyncio.sleep(input.delivery_seconds)
         return graceful_complete(self.flow.report.get(context))

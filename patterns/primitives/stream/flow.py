@@ -36,10 +36,7 @@ def progress_text(section: int, sections: int) -> str:
 class WriteProgress(Step[ProgressInput]):
     """Work through the sections, writing one Stream message after each."""
 
-    # Step.execute is annotated sync only; the engine runs an async def override as a task.
-    async def execute(  # type: ignore[override]
-        self, context: Context, input: ProgressInput
-    ) -> StepDecision:
+    async def execute(self, context: Context, input: ProgressInput) -> StepDecision:
         """Write ``section N of M done`` per section, then complete with a summary."""
         for section in range(1, input.sections + 1):
             # The await stands for real work; it is also where a cancel would stop the Step.
