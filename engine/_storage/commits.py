@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from engine._storage import tables as t
 from engine._storage.indexes import apply_index_writes
@@ -36,6 +36,81 @@ Unit = Callable[[Connection], Any]
 
 class StaleAttemptError(Exception):
     """The Step attempt was canceled, retried or its run closed before it could commit."""
+
+
+# -- statements built once --------------------------------------------------------------------
+# Building a Core statement costs more than SQLite takes to run it, so the hot ones are built
+# once with bound parameters and reused by every unit.
+
+_se = t.step_executions
+_DELETE_ATTRIBUTE = delete(t.attributes).where(
+    t.attributes.c.run_id == bindparam("r"),
+    t.attributes.c.instance == bindparam("i"),
+    t.attributes.c.name == bindparam("n"),
+)
+_INSERT_HISTORY = insert(t.history)
+_INSERT_STEPS = insert(_se)
+_RUN_STATUS = select(t.runs.c.status).where(t.runs.c.run_id == bindparam("run_id"))
+_ATTEMPT_STATE = (
+    select(_se.c.state, _se.c.attempt, t.runs.c.status)
+    .join(t.runs, t.runs.c.run_id == _se.c.run_id)
+    .where(_se.c.id == bindparam("step_id"))
+)
+_CLOSE_STEP = (
+    update(_se)
+    .where(_se.c.id == bindparam("b_id"))
+    .values(
+        state=bindparam("b_state"),
+        closed_at=bindparam("b_now"),
+        due_at=None,
+        is_completion=bindparam("b_completion"),
+        output=bindparam("b_output"),
+        error_type=bindparam("b_error_type"),
+        error_message=bindparam("b_error_message"),
+    )
+)
+_COUNT_ACTIVE = (
+    select(func.count())
+    .select_from(_se)
+    .where(_se.c.run_id == bindparam("run_id"), _se.c.state == STEP_PENDING)
+)
+_COUNT_COMPLETIONS = (
+    select(func.count())
+    .select_from(_se)
+    .where(_se.c.run_id == bindparam("run_id"), _se.c.is_completion.is_(True))
+)
+_LATEST_RUN = (
+    select(t.runs.c.run_id, t.runs.c.status, t.runs.c.request_id)
+    .join(t.flows, t.flows.c.latest_run_id == t.runs.c.run_id)
+    .where(t.flows.c.flow_id == bindparam("flow_id"))
+)
+_INSERT_RUN = insert(t.runs)
+_INSERT_FLOW = insert(t.flows).values(
+    flow_id=bindparam("b_flow_id"),
+    flow_type=bindparam("b_flow_type"),
+    latest_run_id=bindparam("b_run_id"),
+)
+_MOVE_FLOW = (
+    update(t.flows)
+    .where(t.flows.c.flow_id == bindparam("b_flow_id"))
+    .values(latest_run_id=bindparam("b_run_id"), flow_type=bindparam("b_flow_type"))
+)
+_upserts: dict[str, Any] = {}
+
+
+def _upsert_attributes(conn: Connection) -> Any:
+    stmt = _upserts.get(conn.dialect.name)
+    if stmt is None:
+        insert_ = _dialect_insert(conn)(t.attributes)
+        stmt = _upserts[conn.dialect.name] = insert_.on_conflict_do_update(
+            index_elements=[t.attributes.c.run_id, t.attributes.c.instance, t.attributes.c.name],
+            set_={
+                "value": insert_.excluded.value,
+                "blob": insert_.excluded.blob,
+                "updated_at": insert_.excluded.updated_at,
+            },
+        )
+    return stmt
 
 
 # -- shared pieces ----------------------------------------------------------------------------
@@ -75,25 +150,9 @@ def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite]
         if w.value is None and not w.blob
     ]
     if upserts:
-        stmt = _dialect_insert(conn)(t.attributes)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[t.attributes.c.run_id, t.attributes.c.instance, t.attributes.c.name],
-            set_={
-                "value": stmt.excluded.value,
-                "blob": stmt.excluded.blob,
-                "updated_at": stmt.excluded.updated_at,
-            },
-        )
-        conn.execute(stmt, upserts)
+        conn.execute(_upsert_attributes(conn), upserts)
     if deletes:
-        conn.execute(
-            delete(t.attributes).where(
-                t.attributes.c.run_id == bindparam("r"),
-                t.attributes.c.instance == bindparam("i"),
-                t.attributes.c.name == bindparam("n"),
-            ),
-            deletes,
-        )
+        conn.execute(_DELETE_ATTRIBUTE, deletes)
     # Index rows commit in this same transaction, so search reads its own writes.
     apply_index_writes(conn, run_id, writes)
 
@@ -112,7 +171,7 @@ def add_history(
         for kind, details in events
     ]
     if rows:
-        conn.execute(insert(t.history), rows)
+        conn.execute(_INSERT_HISTORY, rows)
 
 
 def insert_steps(conn: Connection, run_id: str, steps: Iterable[NewStep], now: int) -> None:
@@ -132,7 +191,7 @@ def insert_steps(conn: Connection, run_id: str, steps: Iterable[NewStep], now: i
         for s in steps
     ]
     if rows:
-        conn.execute(insert(t.step_executions), rows)
+        conn.execute(_INSERT_STEPS, rows)
 
 
 def cancel_steps(
@@ -163,7 +222,7 @@ def cancel_steps(
 
 
 def _run_status(conn: Connection, run_id: str) -> str | None:
-    return conn.execute(select(t.runs.c.status).where(t.runs.c.run_id == run_id)).scalar()
+    return conn.execute(_RUN_STATUS, {"run_id": run_id}).scalar()
 
 
 def close_run(
@@ -216,11 +275,7 @@ def start_run(
     """Create a run with its initial Attributes and start Step, honouring ID reuse."""
 
     def unit(conn: Connection) -> tuple[str, bool, CommitResult | None]:
-        latest = conn.execute(
-            select(t.runs.c.run_id, t.runs.c.status, t.runs.c.request_id)
-            .join(t.flows, t.flows.c.latest_run_id == t.runs.c.run_id)
-            .where(t.flows.c.flow_id == flow_id)
-        ).first()
+        latest = conn.execute(_LATEST_RUN, {"flow_id": flow_id}).first()
         terminated: CommitResult | None = None
         if latest is not None:
             same_request = request_id is not None and latest.request_id == request_id
@@ -252,27 +307,23 @@ def start_run(
                 )
         # The run goes in first: flows.latest_run_id refers to it.
         conn.execute(
-            insert(t.runs).values(
-                run_id=run_id,
-                flow_id=flow_id,
-                flow_type=flow_type,
-                status=RUNNING,
-                input=input,
-                request_id=request_id,
-                started_at=now,
-                timeout_at=timeout_at,
-            )
+            _INSERT_RUN,
+            {
+                "run_id": run_id,
+                "flow_id": flow_id,
+                "flow_type": flow_type,
+                "status": RUNNING,
+                "input": input,
+                "request_id": request_id,
+                "started_at": now,
+                "timeout_at": timeout_at,
+                "closed_at": None,
+                "error_type": None,
+                "error_message": None,
+            },
         )
-        if latest is not None:
-            conn.execute(
-                update(t.flows)
-                .where(t.flows.c.flow_id == flow_id)
-                .values(latest_run_id=run_id, flow_type=flow_type)
-            )
-        else:
-            conn.execute(
-                insert(t.flows).values(flow_id=flow_id, flow_type=flow_type, latest_run_id=run_id)
-            )
+        pointer = {"b_flow_id": flow_id, "b_flow_type": flow_type, "b_run_id": run_id}
+        conn.execute(_MOVE_FLOW if latest is not None else _INSERT_FLOW, pointer)
         apply_writes(conn, run_id, writes, now)
         if start_step is not None:
             insert_steps(conn, run_id, [start_step], now)
@@ -345,12 +396,7 @@ def commit_rpc(*, run_id: str, rpc_name: str, effects: Effects, now: int, flow_i
 
 
 def _check_attempt(conn: Connection, run_id: str, step_id: str, attempt: int) -> None:
-    se = t.step_executions
-    row = conn.execute(
-        select(se.c.state, se.c.attempt, t.runs.c.status)
-        .join(t.runs, t.runs.c.run_id == se.c.run_id)
-        .where(se.c.id == step_id)
-    ).first()
+    row = conn.execute(_ATTEMPT_STATE, {"step_id": step_id}).first()
     if row is None or row.state != STEP_PENDING or row.attempt != attempt or row.status != RUNNING:
         raise StaleAttemptError(step_id)
 
@@ -375,19 +421,17 @@ def commit_step(
             canceled = cancel_steps(
                 conn, run_id, now, step_types=effects.cancel_step_types, keep=[step_id]
             )
-        se = t.step_executions
         conn.execute(
-            update(se)
-            .where(se.c.id == step_id)
-            .values(
-                state=STEP_FAILED if outcome.kind == "FAILED" else STEP_COMPLETED,
-                closed_at=now,
-                due_at=None,
-                is_completion=outcome.is_completion,
-                output=outcome.output,
-                error_type=outcome.error_type,
-                error_message=outcome.error_message,
-            )
+            _CLOSE_STEP,
+            {
+                "b_id": step_id,
+                "b_state": STEP_FAILED if outcome.kind == "FAILED" else STEP_COMPLETED,
+                "b_now": now,
+                "b_completion": outcome.is_completion,
+                "b_output": outcome.output,
+                "b_error_type": outcome.error_type,
+                "b_error_message": outcome.error_message,
+            },
         )
         insert_steps(conn, run_id, effects.new_steps, now)
         add_history(
@@ -416,17 +460,9 @@ def commit_step(
         elif outcome.kind in ("FORCE_FAIL", "FAILED") and not effects.new_steps:
             closed = FAILED
         elif not effects.new_steps:
-            active = conn.execute(
-                select(func.count())
-                .select_from(se)
-                .where(se.c.run_id == run_id, se.c.state == STEP_PENDING)
-            ).scalar_one()
+            active = conn.execute(_COUNT_ACTIVE, {"run_id": run_id}).scalar_one()
             if active == 0:
-                completions = conn.execute(
-                    select(func.count())
-                    .select_from(se)
-                    .where(and_(se.c.run_id == run_id, se.c.is_completion.is_(True)))
-                ).scalar_one()
+                completions = conn.execute(_COUNT_COMPLETIONS, {"run_id": run_id}).scalar_one()
                 if completions:
                     closed = COMPLETED
         if closed is not None:
