@@ -57,6 +57,8 @@ class Database:
         self._writer: _SQLiteWriter | None = None
         self._sync_reader: Any = None
         self._read_threads: ThreadPoolExecutor | None = None
+        self._reader_local = threading.local()
+        self._reader_conns: list[Connection] = []
 
     async def open(self) -> None:
         """Create the schema if needed, start the writer and the read engine."""
@@ -111,6 +113,9 @@ class Database:
         if self._read_threads is not None:
             self._read_threads.shutdown(wait=True)
             self._read_threads = None
+        for conn in self._reader_conns:
+            conn.close()  # the threads are gone; check_same_thread=False allows this
+        self._reader_conns.clear()
         if self._sync_reader is not None:
             self._sync_reader.dispose()
             self._sync_reader = None
@@ -118,11 +123,15 @@ class Database:
     async def read(self, query: Callable[[Connection], T]) -> T:
         """Run ``query(conn)`` on a reader thread and return its result (one hand-off)."""
         assert self._read_threads is not None, "database is not open"
-        engine = self._sync_reader
+        local = self._reader_local
 
         def run() -> T:
-            with engine.connect() as conn:
-                return query(conn)
+            # Each reader thread keeps its own connection: no pool checkout per read.
+            conn = getattr(local, "conn", None)
+            if conn is None:
+                conn = local.conn = self._sync_reader.connect()
+                self._reader_conns.append(conn)
+            return query(conn)
 
         return await asyncio.get_running_loop().run_in_executor(self._read_threads, run)
 
