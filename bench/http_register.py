@@ -285,8 +285,8 @@ def main(quick: bool) -> dict[str, Any]:
         print(f"  note: {note}")
     print_wrk(f"{CONNECTIONS} parallel connections on one Flow ({load['command']}):", load)
     print(
-        "    (lock conflicts are retried by the route with jittered backoff: the latency "
-        "tail is callers that keep losing the race for the lock)"
+        "    (registrations serialize on the log's locks; the route lines callers up in "
+        "arrival order, so latency is the queue ahead of a caller)"
     )
     seqs = load["sequences"]
     print(

@@ -1,0 +1,1 @@
+"""Modules that test server processes import (Flows and app factories)."""
