@@ -211,7 +211,8 @@ def cancel_steps(
             return ()
         query = query.where(se.c.step_type.in_(types))
     keep_ids = set(keep)
-    ids = tuple(r for r in conn.execute(query).scalars() if r not in keep_ids)
+    found: list[str] = list(conn.execute(query).scalars())
+    ids = tuple(step_id for step_id in found if step_id not in keep_ids)
     if ids:
         conn.execute(
             update(se)

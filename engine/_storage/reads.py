@@ -228,7 +228,20 @@ async def active_steps(db: Database) -> list[ActiveStepRecord]:
         .order_by(se.c.created_at, se.c.id)
     )
     rows = await db.read(lambda conn: conn.execute(query).all())
-    return [ActiveStepRecord(*row) for row in rows]
+    return [
+        ActiveStepRecord(
+            id=row.id,
+            run_id=row.run_id,
+            flow_id=row.flow_id,
+            flow_type=row.flow_type,
+            step_type=row.step_type,
+            input=row.input,
+            phase=row.phase,
+            attempt=row.attempt,
+            due_at=row.due_at,
+        )
+        for row in rows
+    ]
 
 
 __all__: Sequence[str] = (
