@@ -32,7 +32,7 @@ from engine.errors import (
     RPCNotFoundError,
     RPCTimeoutError,
 )
-from engine.flow import Flow, RPCResult, rpc
+from engine.flow import Flow, FlowTimeoutHandlerOptions, RPCResult, rpc
 from engine.options import (
     IdReusePolicy,
     MatchOperator,
@@ -107,6 +107,7 @@ __all__ = [
     "FlowNotActiveOrNotFoundError",
     "FlowNotFoundError",
     "FlowResult",
+    "FlowTimeoutHandlerOptions",
     "FlowTypeNotFoundError",
     "Heartbeat",
     "HistoryEvent",

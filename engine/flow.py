@@ -38,6 +38,22 @@ class Flow(Generic[I]):
         """Return the Flow type name (the class name)."""
         return cls.__name__
 
+    def get_timeout_handler_options(self) -> FlowTimeoutHandlerOptions:
+        """Return the AttributeMap loads of ``handle_timeout`` (none by default)."""
+        return FlowTimeoutHandlerOptions()
+
+    # A Flow may define ``handle_timeout(self, context) -> None`` (``def`` or ``async def``). It
+    # runs once when the Flow's timeout fires; its Attribute writes commit together with the
+    # run's close as TIMED_OUT. It is looked up with getattr so that Flows without one skip it.
+
+
+@dataclass(frozen=True)
+class FlowTimeoutHandlerOptions:
+    """State a Flow's ``handle_timeout`` loads: whole AttributeMaps and exact instances."""
+
+    load_attribute_maps: tuple[AttributeMap[Any], ...] = ()
+    load_attribute_map_instances: tuple[AttributeMapLoad, ...] = ()
+
 
 @dataclass(frozen=True)
 class RPCResult(Generic[O]):

@@ -11,7 +11,14 @@ from typing import Any
 from engine import _codec
 from engine.attribute import AttributeLock, AttributeMap, AttributeMapLoad, IndexType, _State
 from engine.errors import DefinitionError, FlowTypeNotFoundError, RPCNotFoundError
-from engine.flow import RPC_MARKER, Flow, RPCDefinition, resolve_rpc_types, resolve_type_hints
+from engine.flow import (
+    RPC_MARKER,
+    Flow,
+    FlowTimeoutHandlerOptions,
+    RPCDefinition,
+    resolve_rpc_types,
+    resolve_type_hints,
+)
 from engine.step import Step, StepList, StepOptions, declared_wait_for
 from engine.stream import Stream, collect_streams
 
@@ -52,6 +59,8 @@ class FlowSpec:
     input_type: Any = None
     step_classes: dict[type[Step[Any]], str] = field(default_factory=dict)
     streams: dict[str, Stream[Any]] = field(default_factory=dict)
+    timeout_handler: Any = None
+    timeout_options: FlowTimeoutHandlerOptions = field(default_factory=FlowTimeoutHandlerOptions)
 
     def rpc(self, name: str) -> RPCDefinition:
         """Return the RPC called ``name`` or raise RPCNotFoundError."""
@@ -132,6 +141,7 @@ class Registry:
                 )
         rpcs = self._collect_rpcs(flow, flow_type, states)
         start = type(step_list.start).step_type() if step_list.start is not None else None
+        timeout_handler, timeout_options = self._timeout_handler(flow, flow_type, states)
         return FlowSpec(
             flow=flow,
             flow_type=flow_type,
@@ -142,7 +152,31 @@ class Registry:
             input_type=steps[start].input_type if start else None,
             step_classes=step_classes,
             streams=streams,
+            timeout_handler=timeout_handler,
+            timeout_options=timeout_options,
         )
+
+    @staticmethod
+    def _timeout_handler(
+        flow: Flow[Any], flow_type: str, states: dict[str, _State[Any]]
+    ) -> tuple[Any, FlowTimeoutHandlerOptions]:
+        handler = getattr(flow, "handle_timeout", None)
+        options = flow.get_timeout_handler_options()
+        if not isinstance(options, FlowTimeoutHandlerOptions):
+            raise DefinitionError(
+                f"{flow_type}.get_timeout_handler_options() must return FlowTimeoutHandlerOptions"
+            )
+        what = f"{flow_type}.handle_timeout"
+        _check_loads(
+            what, states, options.load_attribute_maps, options.load_attribute_map_instances
+        )
+        if handler is None:
+            return None, options
+        if len(inspect.signature(handler).parameters) != 1:
+            raise DefinitionError(f"{what} must take (self, context)")
+        if inspect.isasyncgenfunction(handler) or inspect.isgeneratorfunction(handler):
+            raise DefinitionError(f"{what} must not be a generator")
+        return handler, options
 
     @staticmethod
     def _collect_states(flow: Flow[Any], flow_type: str) -> dict[str, _State[Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from engine._storage.records import (
 from engine.attribute import _State
 from engine.clock import Clock, to_micros
 from engine.context import Context
-from engine.errors import InvalidStepResultError
+from engine.errors import EngineError, InvalidStepResultError
 from engine.registry import FlowSpec, Registry
 from engine.step import StepMovement
 
@@ -256,6 +257,7 @@ class Runtime:
 
     async def _time_out(self, run_id: str, flow_id: str, flow_type: str) -> None:
         try:
+            writes = await self._run_timeout_handler(run_id, flow_id, flow_type)
             result = await self.db.write(
                 commits.stop_run(
                     flow_id=flow_id,
@@ -264,12 +266,46 @@ class Runtime:
                     reason="the Flow timed out",
                     now=self.now_us(),
                     only_if_running=True,
+                    writes=writes,
                 )
             )
         except Exception:  # the timer task must survive a failed write
             log.exception("could not time out run %s", run_id)
             return
-        self.after_commit(result, flow_id, flow_type)
+        self.after_commit(result, flow_id, flow_type, writes=writes)
+
+    async def _run_timeout_handler(
+        self, run_id: str, flow_id: str, flow_type: str
+    ) -> list[AttributeWrite]:
+        """Run the Flow's ``handle_timeout`` on a snapshot; return its staged writes.
+
+        A handler that raises is logged and the run still times out, without its writes.
+        """
+        try:
+            spec = self.registry.spec(flow_type)
+        except EngineError:
+            return []
+        handler = spec.timeout_handler
+        if handler is None:
+            return []
+        options = spec.timeout_options
+        maps = [m.name for m in options.load_attribute_maps]
+        exact = [(load.name, load.instance) for load in options.load_attribute_map_instances]
+        snapshot = await self.snapshot(flow_id, run_id, whole_maps=maps, instances=exact)
+        if snapshot is None or not snapshot.run.is_running:
+            return []
+        context = await self.build_context(spec, snapshot, loaded_maps=maps, loaded_instances=exact)
+        try:
+            if inspect.iscoroutinefunction(handler):
+                await handler(context)
+            else:
+                await asyncio.to_thread(handler, context)
+            return await self.stage_writes(
+                spec, flow_id, context.staged_writes, context.staged_texts
+            )
+        except Exception:  # the timeout still closes the run
+            log.exception("handle_timeout of %s %s raised", flow_type, flow_id)
+            return []
 
     async def snapshot(self, flow_id: str, run_id: str | None, **loads: Any) -> Snapshot | None:
         """Read a run snapshot (see ``reads.load_snapshot``)."""

@@ -551,8 +551,10 @@ def stop_run(
     reason: str | None,
     now: int,
     only_if_running: bool = False,
+    writes: Iterable[AttributeWrite] = (),
 ) -> Unit:
-    """Close the latest (or given) run of ``flow_id`` with ``status``."""
+    """Close the latest (or given) run of ``flow_id`` with ``status``, after applying
+    ``writes`` (a timeout handler's) in the same transaction."""
 
     def unit(conn: Connection) -> CommitResult | None:
         query = select(t.runs.c.run_id, t.runs.c.status)
@@ -569,6 +571,7 @@ def stop_run(
             raise FlowNotActiveOrNotFoundError(
                 f"Flow {flow_id} has no active run", flow_id=flow_id, operation="stopFlow"
             )
+        apply_writes(conn, row.run_id, writes, now)
         error_type = "Stopped" if status == FAILED else None
         canceled = close_run(
             conn, row.run_id, status, now, error_type=error_type, error_message=reason

@@ -11,12 +11,14 @@ import pytest
 
 from engine import (
     Attribute,
+    AttributeMap,
     Context,
     EngineConfig,
     Flow,
     FlowAlreadyStartedError,
     FlowNotActiveOrNotFoundError,
     FlowNotFoundError,
+    FlowTimeoutHandlerOptions,
     IdReusePolicy,
     InvalidArgumentError,
     ManualClock,
@@ -588,3 +590,44 @@ async def test_a_restarted_engine_resumes_running_flows_from_the_same_database(
         result = await eng.wait_for_flow("resume", wait_seconds=10)
     assert result.status == "COMPLETED"
     assert len(Resumable.runs) == 2 and Resumable.runs[0] == Resumable.runs[1]
+
+
+class Cleanup(Step[None]):
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        await asyncio.sleep(60)
+        return graceful_complete(None)
+
+
+class CleansUpFlow(Flow[None]):
+    status = Attribute("status", str)
+    notes = AttributeMap("notes", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Cleanup())
+
+    def get_timeout_handler_options(self) -> FlowTimeoutHandlerOptions:
+        return FlowTimeoutHandlerOptions(load_attribute_map_instances=(self.notes.load("why"),))
+
+    async def handle_timeout(self, context: Context) -> None:
+        self.status.set(context, f"timed out while {self.notes.get(context, 'why')}")
+
+
+async def test_handle_timeout_writes_commit_with_the_timed_out_close(
+    engine_config: EngineConfig,
+) -> None:
+    clock = ManualClock()
+    config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
+    async with running_engine([CleansUpFlow()], config) as eng:
+        await eng.start_flow(
+            CleansUpFlow,
+            "cleanup",
+            None,
+            StartFlowOptions(
+                timeout=timedelta(seconds=30), initial_attributes={"notes/why": "waiting"}
+            ),
+        )
+        clock.advance(31)
+        result = await eng.wait_for_flow("cleanup", wait_seconds=5)
+        values = (await eng.get_attributes("cleanup", ["status"])).values
+    assert result.status == "TIMED_OUT"
+    assert values == {"status": "timed out while waiting"}

@@ -268,3 +268,11 @@ def test_two_methods_registering_one_rpc_name_are_rejected() -> None:
             return None
 
     assert "RPC name 'same' is used twice" in _registry_error(Twice())
+
+
+def test_handle_timeout_must_take_only_a_context() -> None:
+    class Wrong(Flow[None]):
+        def handle_timeout(self, context: Context, extra: int) -> None:
+            return None
+
+    assert "handle_timeout must take (self, context)" in _registry_error(Wrong())
