@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -26,6 +27,7 @@ VERSION = "0.1.0"
 def engine_config(settings: Settings) -> engine.EngineConfig:
     """Return the EngineConfig the settings describe."""
     return engine.EngineConfig(
+        retention=timedelta(days=settings.retention_days) if settings.retention_days else None,
         database_url=settings.database_url,
         blob_dir=settings.blob_dir,
         step_threads=settings.step_threads,

@@ -37,6 +37,9 @@ class Settings(BaseSettings):
         description="Serve this Registry ('module:attribute', a Registry or a function returning "
         "one) instead of the bundled examples.",
     )
+    retention_days: float = Field(
+        30.0, ge=0, description="Closed runs are purged this many days after closing; 0 keeps them."
+    )
     lock_retry_seconds: float = Field(
         10.0, ge=0, description="How long example routes retry an RPC lock conflict."
     )

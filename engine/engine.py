@@ -13,6 +13,7 @@ from typing import Any
 
 from engine import _codec
 from engine._runtime.matches import wait_for_match
+from engine._runtime.retention import Retention
 from engine._runtime.rpcs import RPCExecutor
 from engine._runtime.runtime import Runtime, new_id, state_key
 from engine._runtime.scheduler import Scheduler, recover
@@ -76,6 +77,9 @@ class EngineConfig:
     sqlite_synchronous: str = "FULL"
     max_commit_batch: int = 128
     streams: StreamStoreConfig = field(default_factory=StreamStoreConfig)
+    #: Closed runs stay readable this long, then are purged; None keeps them forever.
+    retention: timedelta | None = timedelta(days=30)
+    retention_check_interval: timedelta = timedelta(hours=1)
 
 
 def _check_id(value: Any, what: str) -> str:
@@ -121,6 +125,7 @@ class Engine:
         self._streams = StreamService(registry, self.config.streams, self.config.clock)
         self._scheduler.streams = self._streams
         self._started = False
+        self._retention: Retention | None = None
         self.recovered_steps = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -130,7 +135,23 @@ class Engine:
         await self._db.open()
         self._rt.timers.start()
         self.recovered_steps = await recover(self._rt, self._scheduler)
+        if self.config.retention is not None:
+            self._retention = Retention(
+                self._rt,
+                self.config.retention.total_seconds(),
+                self.config.retention_check_interval.total_seconds(),
+            )
+            self._retention.start()
         self._started = True
+
+    async def purge_closed_runs(self) -> int:
+        """Purge the runs closed longer than the retention period ago; return how many went.
+
+        The engine also does this on its own every ``retention_check_interval``.
+        """
+        if self.config.retention is None:
+            return 0
+        return await Retention(self._rt, self.config.retention.total_seconds(), 0).purge()
 
     async def close(self) -> None:
         """Stop running Steps and close storage; open runs resume on the next start."""
@@ -140,6 +161,8 @@ class Engine:
         self._streams.close()  # waiting Stream readers return now
         await self._scheduler.close()
         await self._rt.timers.stop()
+        if self._retention is not None:
+            await self._retention.stop()
         self._rpcs.close()
         await self._db.close()
 

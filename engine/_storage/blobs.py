@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 
@@ -47,6 +48,10 @@ class BlobStore:
             self._path(flow_id, key).unlink()
             return True
         return False
+
+    def delete_flow(self, flow_id: str) -> None:
+        """Delete every stored value of ``flow_id`` (the Flow was purged)."""
+        shutil.rmtree(self._path(flow_id, "").parent, ignore_errors=True)
 
     def exists(self, flow_id: str, key: str) -> bool:
         """Return True when a value is stored."""

@@ -609,3 +609,44 @@ def set_attributes(
         )
 
     return unit
+
+
+def purge_closed_runs(*, before: int, limit: int) -> Unit:
+    """Delete up to ``limit`` runs closed before ``before`` with every row they own.
+
+    A Flow whose latest run goes is removed too; the unit returns (purged run IDs, removed
+    Flow IDs) so the caller can delete the removed Flows' hard-delete values.
+    """
+
+    def unit(conn: Connection) -> tuple[list[str], list[str]]:
+        runs = t.runs
+        ids: list[str] = list(
+            conn.execute(
+                select(runs.c.run_id)
+                .where(runs.c.status != RUNNING, runs.c.closed_at < before)
+                .order_by(runs.c.closed_at)
+                .limit(limit)
+            ).scalars()
+        )
+        if not ids:
+            return [], []
+        for table in (
+            t.attributes,
+            t.step_executions,
+            t.history,
+            t.search_values,
+            t.search_keywords,
+            t.search_texts,
+        ):
+            conn.execute(delete(table).where(table.c.run_id.in_(ids)))
+        gone: list[str] = list(
+            conn.execute(
+                select(t.flows.c.flow_id).where(t.flows.c.latest_run_id.in_(ids))
+            ).scalars()
+        )
+        if gone:
+            conn.execute(delete(t.flows).where(t.flows.c.flow_id.in_(gone)))
+        conn.execute(delete(runs).where(runs.c.run_id.in_(ids)))
+        return ids, gone
+
+    return unit

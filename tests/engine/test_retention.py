@@ -1,0 +1,108 @@
+"""Closed runs stay readable until the retention period passes, then are purged."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from engine import (
+    Attribute,
+    AttributeIndex,
+    Context,
+    EngineConfig,
+    Flow,
+    FlowNotFoundError,
+    IndexType,
+    ManualClock,
+    StartFlowOptions,
+    Step,
+    StepDecision,
+    StepList,
+    graceful_complete,
+)
+from tests.conftest import running_engine
+
+
+class Finish(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        self.flow.status.set(context, "done")
+        return graceful_complete("ok")
+
+
+class KeptFlow(Flow[None]):
+    status = Attribute("status", str, index=AttributeIndex(IndexType.KEYWORD, "keyword7"))
+    secret = Attribute("secret", str, hard_delete_on_null=True)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Finish())
+
+
+class OpenFlow(Flow[None]):
+    status = Attribute("status", str)
+
+
+def _config(base: EngineConfig, clock: ManualClock) -> EngineConfig:
+    return EngineConfig(
+        **{
+            **base.__dict__,
+            "clock": clock,
+            "retention": timedelta(days=7),
+            "retention_check_interval": timedelta(hours=1),
+        }
+    )
+
+
+async def _gone(eng: object, flow_id: str) -> bool:
+    try:
+        await eng.describe_flow(flow_id)  # type: ignore[attr-defined]
+    except FlowNotFoundError:
+        return True
+    return False
+
+
+async def test_closed_runs_are_purged_after_retention_and_open_ones_stay(
+    engine_config: EngineConfig, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    async with running_engine([KeptFlow(), OpenFlow()], _config(engine_config, clock)) as eng:
+        await eng.start_flow(
+            KeptFlow, "old", None, StartFlowOptions(initial_attributes={"secret": "s"})
+        )
+        await eng.start_flow(OpenFlow, "open", None)
+        assert (await eng.wait_for_flow("old", wait_seconds=5)).status == "COMPLETED"
+        clock.advance(timedelta(days=6).total_seconds())
+        await eng.start_flow(KeptFlow, "young", None)
+        await eng.wait_for_flow("young", wait_seconds=5)
+        blob_files_before = [p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]
+
+        clock.advance(timedelta(days=1, hours=2).total_seconds())  # the hourly purge runs
+        for _ in range(200):
+            if await _gone(eng, "old"):
+                break
+            await asyncio.sleep(0.01)
+
+        assert await _gone(eng, "old")
+        assert (await eng.describe_flow("young")).status == "COMPLETED"
+        assert (await eng.describe_flow("open")).status == "RUNNING"
+        page = await eng.search_flows("FlowType = 'KeptFlow'", 100, "")
+        assert [f.flow_id for f in page.flows] == ["young"]
+        with pytest.raises(FlowNotFoundError):
+            await eng.get_flow_history("old")
+        assert blob_files_before
+        assert [p for p in (tmp_path / "blobs").rglob("*") if p.is_file()] == []
+        # The Flow ID is free again.
+        assert (await eng.start_flow(KeptFlow, "old", None)).started
+
+
+async def test_retention_none_keeps_closed_runs(engine_config: EngineConfig) -> None:
+    clock = ManualClock()
+    config = EngineConfig(**{**_config(engine_config, clock).__dict__, "retention": None})
+    async with running_engine([KeptFlow()], config) as eng:
+        await eng.start_flow(KeptFlow, "kept", None)
+        await eng.wait_for_flow("kept", wait_seconds=5)
+        clock.advance(timedelta(days=365).total_seconds())
+        assert await eng.purge_closed_runs() == 0
+        assert (await eng.describe_flow("kept")).status == "COMPLETED"
