@@ -9,8 +9,9 @@ from engine.attribute import (
     IndexType,
 )
 from engine.clock import Clock, ManualClock
+from engine.config import EngineConfig
 from engine.context import Context
-from engine.engine import Engine, EngineConfig
+from engine.engine import Engine
 from engine.errors import (
     AttributeMapNotLoadedError,
     ChannelMessageNotFoundError,

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine import _codec
+from engine._runtime.history_tokens import decode_history_token, encode_history_token
 from engine._runtime.matches import wait_for_match
+from engine._runtime.names import check_id, parse_key, parse_values, to_datetime
 from engine._runtime.retention import Retention
 from engine._runtime.rpcs import RPCExecutor
 from engine._runtime.runtime import Runtime, new_id, state_key
@@ -30,13 +30,12 @@ from engine._storage.records import (
 )
 from engine._storage.search import queries as search
 from engine._streams import StreamService
-from engine.attribute import _State
 from engine.clock import Clock, to_micros
+from engine.config import EngineConfig
 from engine.errors import (
     FlowNotActiveOrNotFoundError,
     FlowNotFoundError,
     InvalidArgumentError,
-    InvalidPageTokenError,
 )
 from engine.flow import RPC_MARKER, Flow, RPCDefinition
 from engine.options import (
@@ -58,42 +57,10 @@ from engine.results import (
     StartFlowResult,
     StepCompletion,
 )
-from engine.stream import Stream, StreamMessage, StreamMessagePage, StreamStoreConfig
+from engine.stream import Stream, StreamMessage, StreamMessagePage
 
-MAX_ID_LENGTH = 256
 MAX_WAIT_SECONDS = 60.0
 _STOP_STATUS = {StopType.CANCEL: CANCELED, StopType.TERMINATE: TERMINATED, StopType.FAIL: FAILED}
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """Long-lived settings of an Engine."""
-
-    database_url: str = "sqlite+aiosqlite:///./data/dexlite.db"
-    blob_dir: str = "./data/blobs"
-    clock: Clock = field(default_factory=Clock)
-    step_threads: int = 32
-    rpc_threads: int = 32
-    sqlite_synchronous: str = "FULL"
-    max_commit_batch: int = 128
-    streams: StreamStoreConfig = field(default_factory=StreamStoreConfig)
-    #: Closed runs stay readable this long, then are purged; None keeps them forever.
-    retention: timedelta | None = timedelta(days=30)
-    retention_check_interval: timedelta = timedelta(hours=1)
-
-
-def _check_id(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidArgumentError(f"{what} must be a non-blank string", field=what)
-    if len(value) > MAX_ID_LENGTH:
-        raise InvalidArgumentError(f"{what} must be at most {MAX_ID_LENGTH} characters", field=what)
-    if "/" in value or any(ord(c) < 32 for c in value):
-        raise InvalidArgumentError(f"{what} must not contain '/' or control characters", field=what)
-    return value
-
-
-def _time(us: int | None) -> datetime | None:
-    return None if us is None else datetime.fromtimestamp(us / 1_000_000, UTC)
 
 
 class Engine:
@@ -195,10 +162,10 @@ class Engine:
     ) -> StartFlowResult:
         """Start a run of ``flow`` with ``input``; initial Attributes commit with the start."""
         spec = self._spec_of(flow)
-        _check_id(flow_id, "flowId")
+        check_id(flow_id, "flowId")
         options = options or StartFlowOptions()
         if options.request_id is not None:
-            _check_id(options.request_id, "requestId")
+            check_id(options.request_id, "requestId")
         policy = IdReusePolicy(options.id_reuse_policy)
         if spec.start_step is None:
             if input is not None:
@@ -214,7 +181,7 @@ class Engine:
             if not isinstance(options.timeout, timedelta) or options.timeout <= timedelta(0):
                 raise InvalidArgumentError("timeout must be positive", field="timeoutSeconds")
             timeout_at = self._rt.now_us() + to_micros(options.timeout.total_seconds())
-        initial = self._parse_values(spec, options.initial_attributes, "initialAttributes")
+        initial = parse_values(spec, options.initial_attributes, "initialAttributes")
         run_id = new_id()
         start_step = None
         if spec.start_step is not None:
@@ -253,44 +220,6 @@ class Engine:
                     start_step, run_id=run_id, flow_id=flow_id, flow_type=spec.flow_type
                 )
         return StartFlowResult(flow_id, found_run, started)
-
-    def _parse_key(self, spec: FlowSpec, key: Any, what: str) -> tuple[_State[Any], str]:
-        if not isinstance(key, str) or not key:
-            raise InvalidArgumentError(f"{what}: names must be non-empty strings", field=what)
-        name, sep, instance = key.partition("/")
-        state = spec.state(name)
-        if state is None:
-            raise InvalidArgumentError(
-                f"{what}: Flow type {spec.flow_type} declares no Attribute or AttributeMap "
-                f"named {name!r}",
-                field=what,
-            )
-        if state.is_map:
-            if not sep or not instance.strip() or "/" in instance:
-                raise InvalidArgumentError(
-                    f"{what}: address AttributeMap {name!r} as '{name}/<instance>' with a "
-                    "non-blank instance without '/'",
-                    field=what,
-                )
-        elif sep:
-            raise InvalidArgumentError(
-                f"{what}: {name!r} is an Attribute, not an AttributeMap", field=what
-            )
-        return state, instance
-
-    def _parse_values(
-        self, spec: FlowSpec, values: Mapping[str, Any], what: str
-    ) -> dict[tuple[str, str], Any]:
-        if not isinstance(values, Mapping):
-            raise InvalidArgumentError(f"{what} must be an object", field=what)
-        parsed: dict[tuple[str, str], Any] = {}
-        for key, raw in values.items():
-            state, instance = self._parse_key(spec, key, what)
-            if raw is not None:
-                raw = _codec.validate(state.value_type, raw, what=f"{what}.{key}", strict=False)
-                _codec.to_jsonable(raw)
-            parsed[(state.name, instance)] = raw
-        return parsed
 
     async def describe_flow(self, flow_id: str, run_id: str | None = None) -> FlowInfo:
         """Return the latest (or given) run of ``flow_id`` with its search values."""
@@ -360,7 +289,7 @@ class Engine:
         and LE compare int and double values only. Raises FlowNotActiveOrNotFoundError when the
         Flow has no active run (or its run closes without a match).
         """
-        _check_id(flow_id, "flowId")
+        check_id(flow_id, "flowId")
         return await wait_for_match(
             self._rt, flow_id, name, operator, value, instance=instance, wait_seconds=wait_seconds
         )
@@ -444,9 +373,9 @@ class Engine:
         ``rpc`` is a Flow's RPC method (``flow.register``), or its name as a string, in which
         case the Flow type is the run's.
         """
-        _check_id(flow_id, "flowId")
+        check_id(flow_id, "flowId")
         if run_id is not None:
-            _check_id(run_id, "runId")
+            check_id(run_id, "runId")
         if isinstance(rpc, str):
             return await self._rpcs.invoke(flow_id, rpc, input, run_id=run_id, options=options)
         definition = getattr(rpc, RPC_MARKER, None)
@@ -474,7 +403,7 @@ class Engine:
         With no names, every singleton Attribute is read. Values are JSON data; unset names are
         absent. Reads the current run, or the latest when none is open.
         """
-        _check_id(flow_id, "flowId")
+        check_id(flow_id, "flowId")
         wanted = list(dict.fromkeys(names))
         run = None
         if wanted:
@@ -484,7 +413,7 @@ class Engine:
                     f"Flow {flow_id} was not found", flow_id=flow_id, operation="getAttributes"
                 )
             spec = self.registry.spec(run.flow_type)
-            keys = [self._parse_key(spec, n, "name") for n in wanted]
+            keys = [parse_key(spec, n, "name") for n in wanted]
             singles = [s.name for s, i in keys if not i]
             exact = [(s.name, i) for s, i in keys if i]
             # Pin the run we validated against, so a concurrent new run cannot mix in.
@@ -507,14 +436,14 @@ class Engine:
         On a closed run the only write allowed is the erase of hard-delete values: every value
         must be None, name a hard-delete Attribute, and still have a stored value.
         """
-        _check_id(flow_id, "flowId")
+        check_id(flow_id, "flowId")
         run = await reads.load_run(self._db, flow_id, run_id)
         if run is None:
             raise FlowNotActiveOrNotFoundError(
                 f"Flow {flow_id} was not found", flow_id=flow_id, operation="setAttributes"
             )
         spec = self.registry.spec(run.flow_type)
-        parsed = self._parse_values(spec, values, "values")
+        parsed = parse_values(spec, values, "values")
         if not parsed:
             raise InvalidArgumentError("values must name at least one Attribute", field="values")
         erase = not run.is_running
@@ -580,7 +509,7 @@ class Engine:
         FailedPreconditionError when the Stream Store is disabled.
         """
         kind, declared = self._stream(stream, flow_type)
-        _check_id(flow_id, "flowId")
+        check_id(flow_id, "flowId")
         return self._streams.write(kind, declared, flow_id, value, source)
 
     async def read_stream(
@@ -598,7 +527,7 @@ class Engine:
         when no message arrived before the wait ended.
         """
         kind, declared = self._stream(stream, flow_type)
-        _check_id(flow_id, "flowId")
+        check_id(flow_id, "flowId")
         return await self._streams.read(kind, declared, flow_id, resume_token, wait_seconds)
 
     async def list_stream_messages(
@@ -617,7 +546,7 @@ class Engine:
         the store's ``max_read_messages`` (1000 by default).
         """
         kind, declared = self._stream(stream, flow_type)
-        _check_id(flow_id, "flowId")
+        check_id(flow_id, "flowId")
         return self._streams.list(kind, declared, flow_id, page_size, before_page_token)
 
     # -- history and registry -------------------------------------------------------------------
@@ -633,44 +562,21 @@ class Engine:
             raise FlowNotFoundError(
                 f"Flow {flow_id} was not found", flow_id=flow_id, operation="getFlowHistory"
             )
-        after, seen = _decode_history_token(page_token, run.run_id)
+        after, seen = decode_history_token(page_token, run.run_id)
         rows = await reads.history(self._db, run.run_id, after, page_size + 1)
         more = len(rows) > page_size
         rows = rows[:page_size]
         # Events are numbered 1, 2, ... within their run, as Temporal and Dex users expect.
         events = [
-            HistoryEvent(seen + n, kind, _time(at) or datetime.now(UTC), json.loads(details))
+            HistoryEvent(seen + n, kind, to_datetime(at) or datetime.now(UTC), json.loads(details))
             for n, (_row_id, kind, at, details) in enumerate(rows, start=1)
         ]
-        token = _encode_history_token(run.run_id, rows[-1][0], seen + len(rows)) if more else ""
+        token = encode_history_token(run.run_id, rows[-1][0], seen + len(rows)) if more else ""
         return HistoryPage(flow_id, run.run_id, events, token)
 
     def list_flow_types(self) -> list[dict[str, Any]]:
         """Describe every registered Flow type: Steps, RPCs with JSON schemas, state, indexes."""
         return describe_registry(self.registry)
-
-
-def _encode_history_token(run_id: str, last_id: int, seen: int) -> str:
-    raw = json.dumps({"r": run_id, "a": last_id, "n": seen}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_history_token(token: str, run_id: str) -> tuple[int, int]:
-    if not token:
-        return 0, 0
-    try:
-        padded = token + "=" * (-len(token) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        after, seen = data["a"], data["n"]
-        if data["r"] != run_id or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (after, seen)
-        ):
-            raise ValueError
-        return after, seen
-    except (ValueError, KeyError, TypeError):
-        raise InvalidPageTokenError(
-            "pageToken is malformed or belongs to another run", field="pageToken"
-        ) from None
 
 
 def _flow_info(found: search.FoundRun) -> FlowInfo:
@@ -679,7 +585,7 @@ def _flow_info(found: search.FoundRun) -> FlowInfo:
         found.run_id,
         found.flow_type,
         found.status,
-        _time(found.started_at) or datetime.now(UTC),
-        _time(found.closed_at),
+        to_datetime(found.started_at) or datetime.now(UTC),
+        to_datetime(found.closed_at),
         found.indexed,
     )

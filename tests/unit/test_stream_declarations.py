@@ -11,12 +11,12 @@ from engine import (
     Attribute,
     Context,
     DefinitionError,
+    EngineConfig,
     Flow,
     Registry,
     Stream,
     StreamStoreConfig,
 )
-from engine.engine import EngineConfig
 
 
 class ProgressFlow(Flow[None]):

@@ -1,0 +1,26 @@
+"""Long-lived settings of an Engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from engine.clock import Clock
+from engine.stream import StreamStoreConfig
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Long-lived settings of an Engine."""
+
+    database_url: str = "sqlite+aiosqlite:///./data/dexlite.db"
+    blob_dir: str = "./data/blobs"
+    clock: Clock = field(default_factory=Clock)
+    step_threads: int = 32
+    rpc_threads: int = 32
+    sqlite_synchronous: str = "FULL"
+    max_commit_batch: int = 128
+    streams: StreamStoreConfig = field(default_factory=StreamStoreConfig)
+    #: Closed runs stay readable this long, then are purged; None keeps them forever.
+    retention: timedelta | None = timedelta(days=30)
+    retention_check_interval: timedelta = timedelta(hours=1)
