@@ -127,6 +127,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {
+            400: "INVALID_ARGUMENT",  # e.g. a body too deeply nested to parse
             401: "UNAUTHENTICATED",
             404: "NOT_FOUND",
             405: "METHOD_NOT_ALLOWED",

@@ -478,3 +478,12 @@ def test_every_operation_has_a_stable_id_summary_and_documented_errors() -> None
         "getFlowHistory",
     ):
         assert op in ids
+
+
+async def test_a_body_too_deeply_nested_to_parse_is_a_400_problem(make_client: Any) -> None:
+    async with make_client(registry()) as client:
+        deep = "[" * 50_000 + "]" * 50_000
+        response = await client.post(
+            "/api/v1/flows", content=deep, headers={"content-type": "application/json"}
+        )
+    assert_problem(response, 400, "INVALID_ARGUMENT")
