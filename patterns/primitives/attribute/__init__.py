@@ -1,0 +1,1 @@
+"""The Attribute primitive: indexed Attributes and AttributeMaps, locks and a hard-delete key."""

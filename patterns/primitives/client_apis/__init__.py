@@ -1,0 +1,1 @@
+"""The client APIs primitive: GetAttributes, SearchFlows and WaitForAttributeMatch."""
