@@ -321,6 +321,7 @@ class Scheduler:
             unit = commits.enter_execute_phase(
                 run_id=step.run_id,
                 step_id=step.id,
+                step_type=step.step_type,
                 attempt=step.attempt,
                 due_at=due,
                 writes=writes,

@@ -450,6 +450,7 @@ def commit_step(
                         "errorMessage": outcome.error_message,
                         "nextSteps": [s.step_type for s in effects.new_steps],
                         "canceledSteps": list(canceled),
+                        "attributes": sorted({_key(w) for w in effects.writes}),
                     },
                 )
             ],
@@ -524,6 +525,7 @@ def enter_execute_phase(
     *,
     run_id: str,
     step_id: str,
+    step_type: str,
     attempt: int,
     due_at: int | None,
     writes: list[AttributeWrite],
@@ -539,6 +541,13 @@ def enter_execute_phase(
             .where(t.step_executions.c.id == step_id)
             .values(phase=PHASE_EXECUTE, due_at=due_at, attempt=1)
         )
+        event = {
+            "stepType": step_type,
+            "stepExecutionId": step_id,
+            "dueAt": due_at,
+            "attributes": sorted({_key(w) for w in writes}),
+        }
+        add_history(conn, run_id, [("STEP_WAITING", event)], now)
 
     return unit
 

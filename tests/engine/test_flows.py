@@ -545,13 +545,20 @@ async def test_wait_for_skip_runs_execute_at_once_and_a_timer_waits_on_the_clock
 ) -> None:
     clock = ManualClock()
     config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
+    started_at = clock.now()
     async with running_engine([WaitFlow()], config) as eng:
         await eng.start_flow(WaitFlow, "waits", None)
         await asyncio.sleep(0.2)
         assert (await eng.wait_for_flow("waits", wait_seconds=0)).status == "RUNNING"
+        waiting = await eng.get_flow_history("waits")
         clock.advance(3600)
         result = await eng.wait_for_flow("waits", wait_seconds=5)
     assert (result.status, [c.output for c in result.completions]) == ("COMPLETED", ["woke"])
+    timer = [e.details for e in waiting.events if e.event_type == "STEP_WAITING"]
+    # The wait began at the clock's start (nothing advanced it yet) and lasts one hour.
+    assert [(d["stepType"], d["dueAt"]) for d in timer] == [
+        ("Sleepy", round((started_at + 3600) * 1_000_000))
+    ]
 
 
 # -- recovery --------------------------------------------------------------------------------
