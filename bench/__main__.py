@@ -20,7 +20,14 @@ from typing import Any
 from bench._common import machine, print_machine
 
 #: Scenario modules, run in this order. A module that does not exist yet is skipped.
-MODULES = ["chunked_append", "http_register", "rpc_roundtrip", "streams", "search"]
+MODULES = [
+    "chunked_append",
+    "http_register",
+    "rpc_roundtrip",
+    "streams",
+    "flow_throughput",
+    "search",
+]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 
 
