@@ -95,6 +95,27 @@ _MOVE_FLOW = (
     .where(t.flows.c.flow_id == bindparam("b_flow_id"))
     .values(latest_run_id=bindparam("b_run_id"), flow_type=bindparam("b_flow_type"))
 )
+_ACTIVE_STEPS = select(_se.c.id).where(
+    _se.c.run_id == bindparam("run_id"), _se.c.state == STEP_PENDING
+)
+_ACTIVE_STEPS_OF_TYPES = _ACTIVE_STEPS.where(
+    _se.c.step_type.in_(bindparam("types", expanding=True))
+)
+_CANCEL_STEPS = (
+    update(_se)
+    .where(_se.c.id.in_(bindparam("ids", expanding=True)))
+    .values(state=STEP_CANCELED, closed_at=bindparam("b_now"), due_at=None)
+)
+_CLOSE_RUN = (
+    update(t.runs)
+    .where(t.runs.c.run_id == bindparam("b_run_id"))
+    .values(
+        status=bindparam("b_status"),
+        closed_at=bindparam("b_now"),
+        error_type=bindparam("b_error_type"),
+        error_message=bindparam("b_error_message"),
+    )
+)
 _upserts: dict[str, Any] = {}
 
 
@@ -203,22 +224,18 @@ def cancel_steps(
     keep: Iterable[str] = (),
 ) -> tuple[str, ...]:
     """Cancel the run's active Steps (of ``step_types`` if given) except ``keep``."""
-    se = t.step_executions
-    query = select(se.c.id).where(se.c.run_id == run_id, se.c.state == STEP_PENDING)
+    params: dict[str, Any] = {"run_id": run_id}
+    query = _ACTIVE_STEPS
     if step_types is not None:
         types = list(step_types)
         if not types:
             return ()
-        query = query.where(se.c.step_type.in_(types))
+        query, params["types"] = _ACTIVE_STEPS_OF_TYPES, types
     keep_ids = set(keep)
-    found: list[str] = list(conn.execute(query).scalars())
+    found: list[str] = list(conn.execute(query, params).scalars())
     ids = tuple(step_id for step_id in found if step_id not in keep_ids)
     if ids:
-        conn.execute(
-            update(se)
-            .where(se.c.id.in_(ids))
-            .values(state=STEP_CANCELED, closed_at=now, due_at=None)
-        )
+        conn.execute(_CANCEL_STEPS, {"ids": list(ids), "b_now": now})
     return ids
 
 
@@ -238,9 +255,14 @@ def close_run(
     """Close an open run and cancel its active Steps; returns the canceled Step IDs."""
     canceled = cancel_steps(conn, run_id, now)
     conn.execute(
-        update(t.runs)
-        .where(t.runs.c.run_id == run_id)
-        .values(status=status, closed_at=now, error_type=error_type, error_message=error_message)
+        _CLOSE_RUN,
+        {
+            "b_run_id": run_id,
+            "b_status": status,
+            "b_now": now,
+            "b_error_type": error_type,
+            "b_error_message": error_message,
+        },
     )
     add_history(
         conn,
