@@ -6,18 +6,20 @@ import asyncio
 import random
 import weakref
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
-from engine import (
-    Engine,
-    FlowAlreadyStartedError,
-    RPCInvokeOptions,
-    RPCLockConflictError,
-    StartFlowOptions,
+from engine import RPCInvokeOptions, RPCLockConflictError, StartFlowOptions
+from patterns import _shared
+from patterns._shared import (
+    PROBLEM,
+    FlowIdQuery,
+    RequestBody,
+    Wire,
+    engine_of,
+    start_or_report_running,
 )
 from patterns.sequentially_chunked_attribute_map.flow import (
     CURRENT,
@@ -40,34 +42,19 @@ router = APIRouter(
     tags=["Pattern: Sequentially Chunked AttributeMap"],
 )
 
-FlowIdQuery = Annotated[
-    str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
-]
-_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class StartResponse(_Wire):
+class StartResponse(_shared.StartResponse):
     """The subscriber log's run."""
 
-    flow_id: str
-    run_id: str
-    started: bool
 
-
-class RegisterBody(_Wire):
+class RegisterBody(RequestBody):
     """A subscriber to append."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     email: str = Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
     name: str = Field(min_length=1, max_length=200)
 
 
-class SubscriberResponse(_Wire):
+class SubscriberResponse(Wire):
     """A registered subscriber."""
 
     sequence: int
@@ -76,7 +63,7 @@ class SubscriberResponse(_Wire):
     registered_at: datetime
 
 
-class SubscribersPageResponse(_Wire):
+class SubscribersPageResponse(Wire):
     """Records newest first, and the next older chunk's token ("" after the oldest)."""
 
     subscribers: list[SubscriberResponse]
@@ -89,10 +76,6 @@ def initial_attributes() -> dict[str, object]:
         FLOW.archive_state.name: SubscriberArchiveState(),
         f"{FLOW.subscriber_chunks.name}/{CURRENT}": [],
     }
-
-
-def _engine(request: Request) -> Engine:
-    return request.app.state.engine  # type: ignore[no-any-return]
 
 
 def _record(record: SubscriberRecord) -> SubscriberResponse:
@@ -115,18 +98,10 @@ async def start(
     request: Request, response: Response, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
 ) -> StartResponse:
     """Start the RPC-only subscriber Flow (no Flow timeout); 200 if it is already running."""
-    eng = _engine(request)
-    try:
-        result = await eng.start_flow(
-            ChunkedSubscriberFlow,
-            flow_id,
-            None,
-            StartFlowOptions(initial_attributes=initial_attributes()),
-        )
-    except FlowAlreadyStartedError as exc:
-        response.status_code = status.HTTP_200_OK
-        return StartResponse(flow_id=flow_id, run_id=exc.run_id or "", started=False)
-    return StartResponse(flow_id=result.flow_id, run_id=result.run_id, started=True)
+    options = StartFlowOptions(initial_attributes=initial_attributes())
+    return await start_or_report_running(
+        request, response, StartResponse, ChunkedSubscriberFlow, flow_id, None, options
+    )
 
 
 @router.post(
@@ -135,15 +110,15 @@ async def start(
     status_code=status.HTTP_201_CREATED,
     response_model=SubscriberResponse,
     responses={
-        404: {"description": "Flow not started", **_PROBLEM},
-        409: {"description": "Lock conflicts outlasted the retry budget", **_PROBLEM},
+        404: {"description": "Flow not started", **PROBLEM},
+        409: {"description": "Lock conflicts outlasted the retry budget", **PROBLEM},
     },
 )
 async def register(
     body: RegisterBody, request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
 ) -> SubscriberResponse:
     """Append a subscriber; retries RPC lock conflicts with jittered exponential backoff."""
-    eng = _engine(request)
+    eng = engine_of(request)
     budget = request.app.state.settings.lock_retry_seconds
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget
@@ -194,8 +169,8 @@ def _arrival_queue(request: Request, flow_id: str) -> asyncio.Lock:
     operation_id="listSubscribers",
     response_model=SubscribersPageResponse,
     responses={
-        400: {"description": "Malformed page token (INVALID_PAGE_TOKEN)", **_PROBLEM},
-        404: {"description": "No such chunk (PAGE_NOT_FOUND) or Flow", **_PROBLEM},
+        400: {"description": "Malformed page token (INVALID_PAGE_TOKEN)", **PROBLEM},
+        404: {"description": "No such chunk (PAGE_NOT_FOUND) or Flow", **PROBLEM},
     },
 )
 async def subscribers(
@@ -205,7 +180,7 @@ async def subscribers(
 ) -> SubscribersPageResponse:
     """Return one chunk, newest first, loading exactly that AttributeMap instance."""
     token = check_page_token(page_token)
-    page = await _engine(request).invoke_rpc(
+    page = await engine_of(request).invoke_rpc(
         FLOW.get_subscriber_page,
         flow_id,
         GetSubscriberPageInput(page_token=token),

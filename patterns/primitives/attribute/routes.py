@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from fastapi import APIRouter, Request, Response, status
+from pydantic import Field
 
-from fastapi import APIRouter, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
-
-from engine import Engine, FlowAlreadyStartedError, StartFlowOptions
+from engine import StartFlowOptions
+from patterns._shared import (
+    PROBLEM,
+    FlowIdQuery,
+    RequestBody,
+    StartResponse,
+    Wire,
+    engine_of,
+    start_or_report_running,
+)
 from patterns.primitives.attribute.flow import (
     DEFAULT_NOTE,
     DEFAULT_WAIT_SECONDS,
@@ -27,20 +33,9 @@ PAYMENT_KEY = f"{FLOW.progress.name}/{PAYMENT}"
 
 router = APIRouter(prefix="/primitives/attribute", tags=["Primitive: Attribute"])
 
-FlowIdQuery = Annotated[
-    str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
-]
-_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class AttributeStartBody(_Wire):
+class AttributeStartBody(RequestBody):
     """The Step's output and wait, and the short-lived key; every field has a default."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     note: str = Field(default=DEFAULT_NOTE, max_length=200)
     wait_seconds: float = Field(default=DEFAULT_WAIT_SECONDS, ge=0, le=MAX_WAIT_SECONDS)
@@ -52,29 +47,23 @@ class AttributeStartBody(_Wire):
     )
 
 
-class AttributeStartResponse(_Wire):
+class AttributeStartResponse(StartResponse):
     """The AttributeFlow run."""
 
-    flow_id: str
-    run_id: str
-    started: bool
 
-
-class UpdateStatusBody(_Wire):
+class UpdateStatusBody(RequestBody):
     """The new status, also written to ``progress/payment``."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     status: str = Field(min_length=1, max_length=64)
 
 
-class UpdateStatusResponse(_Wire):
+class UpdateStatusResponse(Wire):
     """The status the RPC committed."""
 
     status: str
 
 
-class AttributeStateResponse(_Wire):
+class AttributeStateResponse(Wire):
     """The run's committed Attributes; null when unset (a deleted key reads as unset)."""
 
     flow_id: str
@@ -82,10 +71,6 @@ class AttributeStateResponse(_Wire):
     status: str | None
     payment: str | None
     model_api_key: str | None
-
-
-def _engine(request: Request) -> Engine:
-    return request.app.state.engine  # type: ignore[no-any-return]
 
 
 @router.post(
@@ -114,12 +99,9 @@ async def start(
             FLOW.model_api_key.name: given.model_api_key,
         }
     )
-    try:
-        result = await _engine(request).start_flow(AttributeFlow, flow_id, payload, options)
-    except FlowAlreadyStartedError as exc:
-        response.status_code = status.HTTP_200_OK
-        return AttributeStartResponse(flow_id=flow_id, run_id=exc.run_id or "", started=False)
-    return AttributeStartResponse(flow_id=result.flow_id, run_id=result.run_id, started=True)
+    return await start_or_report_running(
+        request, response, AttributeStartResponse, AttributeFlow, flow_id, payload, options
+    )
 
 
 @router.post(
@@ -127,8 +109,8 @@ async def start(
     operation_id="updateAttributeFlowStatus",
     response_model=UpdateStatusResponse,
     responses={
-        404: {"description": "No such Flow, or it has closed", **_PROBLEM},
-        409: {"description": "A Step or RPC holds a lock (RPC_LOCK_CONFLICT)", **_PROBLEM},
+        404: {"description": "No such Flow, or it has closed", **PROBLEM},
+        409: {"description": "A Step or RPC holds a lock (RPC_LOCK_CONFLICT)", **PROBLEM},
     },
 )
 async def update_status(
@@ -139,7 +121,7 @@ async def update_status(
     Locks need an active run: once AttributeStep has completed the Flow this is 404
     FLOW_NOT_ACTIVE_OR_NOT_FOUND. A held lock is 409 RPC_LOCK_CONFLICT with Retry-After.
     """
-    committed = await _engine(request).invoke_rpc(FLOW.update_status, flow_id, body.status)
+    committed = await engine_of(request).invoke_rpc(FLOW.update_status, flow_id, body.status)
     return UpdateStatusResponse(status=committed)
 
 
@@ -148,8 +130,8 @@ async def update_status(
     operation_id="getAttributeFlowAttributes",
     response_model=AttributeStateResponse,
     responses={
-        400: {"description": "The Flow ID belongs to another Flow type", **_PROBLEM},
-        404: {"description": "No such Flow (FLOW_NOT_FOUND)", **_PROBLEM},
+        400: {"description": "The Flow ID belongs to another Flow type", **PROBLEM},
+        404: {"description": "No such Flow (FLOW_NOT_FOUND)", **PROBLEM},
     },
 )
 async def attributes(
@@ -160,7 +142,7 @@ async def attributes(
     One committed state, no locks, no handler: it answers on a closed run too. The hard-delete
     key is resolved from the blob store; once AttributeStep deleted it, it reads as null.
     """
-    read = await _engine(request).get_attributes(
+    read = await engine_of(request).get_attributes(
         flow_id, [FLOW.status.name, PAYMENT_KEY, FLOW.model_api_key.name]
     )
     return AttributeStateResponse(

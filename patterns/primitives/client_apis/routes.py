@@ -8,13 +8,21 @@ stage on with an RPC.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
-from engine import Engine, FlowAlreadyStartedError, MatchOperator, StartFlowOptions
+from engine import MatchOperator, StartFlowOptions
+from patterns._shared import (
+    PROBLEM,
+    FlowIdQuery,
+    RequestBody,
+    StartResponse,
+    Wire,
+    engine_of,
+    start_or_report_running,
+)
 from patterns.primitives.client_apis.flow import STAGE_CREATED, STAGE_INDEX_KEY, ShipmentFlow
 
 DEFAULT_FLOW_ID = "primitive-client-apis"
@@ -26,42 +34,25 @@ FLOW_TYPE = ShipmentFlow.flow_type()
 
 router = APIRouter(prefix="/primitives/client-apis", tags=["Primitive: client APIs"])
 
-FlowIdQuery = Annotated[
-    str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
-]
-_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class _Body(_Wire):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class ShipmentStartResponse(_Wire):
+class ShipmentStartResponse(StartResponse):
     """The ShipmentFlow run."""
 
-    flow_id: str
-    run_id: str
-    started: bool
 
-
-class SetStageBody(_Body):
+class SetStageBody(RequestBody):
     """The stage to move to."""
 
     stage: str = Field(min_length=1, max_length=64)
 
 
-class SetStageResponse(_Wire):
+class SetStageResponse(Wire):
     """The stage before the RPC (null when unset) and the stage it committed."""
 
     previous: str | None
     stage: str
 
 
-class ShipmentAttributesResponse(_Wire):
+class ShipmentAttributesResponse(Wire):
     """The run's committed stage (null when unset)."""
 
     flow_id: str
@@ -69,7 +60,7 @@ class ShipmentAttributesResponse(_Wire):
     stage: str | None
 
 
-class ShipmentInfo(_Wire):
+class ShipmentInfo(Wire):
     """One ShipmentFlow run that matched, with its indexed stage."""
 
     flow_id: str
@@ -79,7 +70,7 @@ class ShipmentInfo(_Wire):
     started_at: datetime
 
 
-class ShipmentSearchResponse(_Wire):
+class ShipmentSearchResponse(Wire):
     """The query that ran, one page of matches, and the next page's token ("" on the last)."""
 
     query: str
@@ -87,14 +78,14 @@ class ShipmentSearchResponse(_Wire):
     next_page_token: str
 
 
-class WaitForStageBody(_Body):
+class WaitForStageBody(RequestBody):
     """The stage to wait for, and for how long."""
 
     stage: str = Field(min_length=1, max_length=64)
     wait_seconds: float = Field(default=10.0, ge=0, le=MAX_WAIT_SECONDS)
 
 
-class WaitForStageResponse(_Wire):
+class WaitForStageResponse(Wire):
     """Whether the stage matched before the wait ended, and the matched value."""
 
     matched: bool
@@ -110,10 +101,6 @@ def scoped_query(caller_filter: str) -> str:
     return f"{scope} AND ({caller_filter})" if caller_filter.strip() else scope
 
 
-def _engine(request: Request) -> Engine:
-    return request.app.state.engine  # type: ignore[no-any-return]
-
-
 @router.post(
     "/start",
     operation_id="startShipmentFlow",
@@ -126,12 +113,9 @@ async def start(
 ) -> ShipmentStartResponse:
     """Start an RPC-only ShipmentFlow at stage `created`; 200 if it is already running."""
     options = StartFlowOptions(initial_attributes={FLOW.stage.name: STAGE_CREATED})
-    try:
-        result = await _engine(request).start_flow(ShipmentFlow, flow_id, None, options)
-    except FlowAlreadyStartedError as exc:
-        response.status_code = status.HTTP_200_OK
-        return ShipmentStartResponse(flow_id=flow_id, run_id=exc.run_id or "", started=False)
-    return ShipmentStartResponse(flow_id=result.flow_id, run_id=result.run_id, started=True)
+    return await start_or_report_running(
+        request, response, ShipmentStartResponse, ShipmentFlow, flow_id, None, options
+    )
 
 
 @router.post(
@@ -139,8 +123,8 @@ async def start(
     operation_id="setShipmentStage",
     response_model=SetStageResponse,
     responses={
-        404: {"description": "No such Flow, or it has closed", **_PROBLEM},
-        409: {"description": "Another RPC holds the stage lock", **_PROBLEM},
+        404: {"description": "No such Flow, or it has closed", **PROBLEM},
+        409: {"description": "Another RPC holds the stage lock", **PROBLEM},
     },
 )
 async def set_stage(
@@ -151,7 +135,7 @@ async def set_stage(
     The new stage commits with its search value, so the next search and any waiting
     WaitForAttributeMatch see it at once.
     """
-    previous = await _engine(request).invoke_rpc(FLOW.set_stage, flow_id, body.stage)
+    previous = await engine_of(request).invoke_rpc(FLOW.set_stage, flow_id, body.stage)
     return SetStageResponse(previous=previous, stage=body.stage)
 
 
@@ -160,15 +144,15 @@ async def set_stage(
     operation_id="getShipmentAttributes",
     response_model=ShipmentAttributesResponse,
     responses={
-        400: {"description": "The Flow ID belongs to another Flow type", **_PROBLEM},
-        404: {"description": "No such Flow (FLOW_NOT_FOUND)", **_PROBLEM},
+        400: {"description": "The Flow ID belongs to another Flow type", **PROBLEM},
+        404: {"description": "No such Flow (FLOW_NOT_FOUND)", **PROBLEM},
     },
 )
 async def attributes(
     request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
 ) -> ShipmentAttributesResponse:
     """Read the stage with GetAttributes: committed state only, no lock, no handler."""
-    read = await _engine(request).get_attributes(flow_id, [FLOW.stage.name])
+    read = await engine_of(request).get_attributes(flow_id, [FLOW.stage.name])
     return ShipmentAttributesResponse(
         flow_id=read.flow_id, run_id=read.run_id, stage=read.values.get(FLOW.stage.name)
     )
@@ -179,7 +163,7 @@ async def attributes(
     operation_id="searchShipments",
     response_model=ShipmentSearchResponse,
     responses={
-        400: {"description": "INVALID_QUERY, INVALID_ARGUMENT or INVALID_PAGE_TOKEN", **_PROBLEM}
+        400: {"description": "INVALID_QUERY, INVALID_ARGUMENT or INVALID_PAGE_TOKEN", **PROBLEM}
     },
 )
 async def search(
@@ -205,7 +189,7 @@ async def search(
     parentheses cannot widen it. A query error's position counts in the scoped query.
     """
     query = scoped_query(caller_filter)
-    page = await _engine(request).search_flows(query, page_size, page_token, flow_type=FLOW_TYPE)
+    page = await engine_of(request).search_flows(query, page_size, page_token, flow_type=FLOW_TYPE)
     return ShipmentSearchResponse(
         query=query,
         flows=[
@@ -227,8 +211,8 @@ async def search(
     operation_id="waitForShipmentStage",
     response_model=WaitForStageResponse,
     responses={
-        400: {"description": "Bad wait (INVALID_ARGUMENT)", **_PROBLEM},
-        404: {"description": "No active run (FLOW_NOT_ACTIVE_OR_NOT_FOUND)", **_PROBLEM},
+        400: {"description": "Bad wait (INVALID_ARGUMENT)", **PROBLEM},
+        404: {"description": "No active run (FLOW_NOT_ACTIVE_OR_NOT_FOUND)", **PROBLEM},
     },
 )
 async def wait_for_stage(
@@ -239,7 +223,7 @@ async def wait_for_stage(
     Answers as soon as a set-stage commit makes it match (or at once if it already does), else
     `matched: false` when the wait ends. Send set-stage from a second tab or a shell meanwhile.
     """
-    match = await _engine(request).wait_for_attribute_match(
+    match = await engine_of(request).wait_for_attribute_match(
         flow_id,
         FLOW.stage.name,
         MatchOperator.EQ,

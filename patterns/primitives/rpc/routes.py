@@ -7,13 +7,21 @@ Chunked AttributeMap pattern shows a route that retries with backoff instead.)
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from fastapi import APIRouter, Request, Response, status
+from pydantic import Field
 
-from engine import Engine, FlowAlreadyStartedError, StartFlowOptions
+from engine import StartFlowOptions
+from patterns._shared import (
+    PROBLEM,
+    FlowIdQuery,
+    RequestBody,
+    StartResponse,
+    Wire,
+    engine_of,
+    start_or_report_running,
+)
 from patterns.primitives.rpc.flow import (
     DEFAULT_HOLD_SECONDS,
     MAX_HOLD_SECONDS,
@@ -27,64 +35,44 @@ FLOW = CounterFlow()
 
 router = APIRouter(prefix="/primitives/rpc", tags=["Primitive: RPC"])
 
-FlowIdQuery = Annotated[
-    str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
-]
-_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 _NOT_ACTIVE: dict[int | str, dict[str, Any]] = {
-    404: {"description": "No such Flow, or it has closed", **_PROBLEM}
+    404: {"description": "No such Flow, or it has closed", **PROBLEM}
 }
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class CounterStartResponse(_Wire):
+class CounterStartResponse(StartResponse):
     """The CounterFlow run."""
 
-    flow_id: str
-    run_id: str
-    started: bool
 
-
-class IncrementBody(_Wire):
+class IncrementBody(RequestBody):
     """How much to add."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     by: int = Field(default=1, ge=1, le=MAX_INCREMENT)
 
 
-class HoldBody(_Wire):
+class HoldBody(RequestBody):
     """How long the HoldCounterLock Step keeps the lock."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     seconds: float = Field(default=DEFAULT_HOLD_SECONDS, gt=0, le=MAX_HOLD_SECONDS)
 
 
-class CounterResponse(_Wire):
+class CounterResponse(Wire):
     """The counter's value."""
 
     counter: int
 
 
-class HoldResponse(_Wire):
+class HoldResponse(Wire):
     """How long the started Step will hold the lock once it has it."""
 
     seconds: float
 
 
-class FinishResponse(_Wire):
+class FinishResponse(Wire):
     """The run FinishCounting will complete; its result holds the final count."""
 
     flow_id: str
     run_id: str
-
-
-def _engine(request: Request) -> Engine:
-    return request.app.state.engine  # type: ignore[no-any-return]
 
 
 @router.post(
@@ -99,12 +87,9 @@ async def start(
 ) -> CounterStartResponse:
     """Start the RPC-only CounterFlow with the counter at 0; 200 if it is already running."""
     options = StartFlowOptions(initial_attributes={FLOW.counter.name: 0})
-    try:
-        result = await _engine(request).start_flow(CounterFlow, flow_id, None, options)
-    except FlowAlreadyStartedError as exc:
-        response.status_code = status.HTTP_200_OK
-        return CounterStartResponse(flow_id=flow_id, run_id=exc.run_id or "", started=False)
-    return CounterStartResponse(flow_id=result.flow_id, run_id=result.run_id, started=True)
+    return await start_or_report_running(
+        request, response, CounterStartResponse, CounterFlow, flow_id, None, options
+    )
 
 
 @router.post(
@@ -113,7 +98,7 @@ async def start(
     response_model=CounterResponse,
     responses={
         **_NOT_ACTIVE,
-        409: {"description": "The counter lock is held (RPC_LOCK_CONFLICT)", **_PROBLEM},
+        409: {"description": "The counter lock is held (RPC_LOCK_CONFLICT)", **PROBLEM},
     },
 )
 async def increment(
@@ -126,7 +111,7 @@ async def increment(
     increments serialize through the lock, so none is lost.
     """
     by = (body or IncrementBody()).by
-    value = await _engine(request).invoke_rpc(FLOW.increment, flow_id, by)
+    value = await engine_of(request).invoke_rpc(FLOW.increment, flow_id, by)
     return CounterResponse(counter=value)
 
 
@@ -145,7 +130,7 @@ async def hold(
     increments in between get 409. Several holds queue one behind the other.
     """
     seconds = (body or HoldBody()).seconds
-    held = await _engine(request).invoke_rpc(FLOW.hold_counter_lock, flow_id, seconds)
+    held = await engine_of(request).invoke_rpc(FLOW.hold_counter_lock, flow_id, seconds)
     return HoldResponse(seconds=held)
 
 
@@ -153,14 +138,14 @@ async def hold(
     "/counter",
     operation_id="readCounter",
     response_model=CounterResponse,
-    responses={404: {"description": "No such Flow", **_PROBLEM}},
+    responses={404: {"description": "No such Flow", **PROBLEM}},
 )
 async def counter(request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> CounterResponse:
     """Invoke read_counter, a read-only RPC: no lock, no commit, never a lock conflict.
 
     It also answers on a closed run, so its success does not prove the Flow is running.
     """
-    value = await _engine(request).invoke_rpc(FLOW.read_counter, flow_id)
+    value = await engine_of(request).invoke_rpc(FLOW.read_counter, flow_id)
     return CounterResponse(counter=value)
 
 
@@ -176,5 +161,5 @@ async def finish(request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> Fi
     FinishCounting queues for the lock behind any hold, then completes the Flow with the final
     count (see GET /api/v1/flows/{flowId}/result).
     """
-    run_id = await _engine(request).invoke_rpc(FLOW.finish, flow_id)
+    run_id = await engine_of(request).invoke_rpc(FLOW.finish, flow_id)
     return FinishResponse(flow_id=flow_id, run_id=run_id)

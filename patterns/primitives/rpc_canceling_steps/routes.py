@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from fastapi import APIRouter, Request, Response, status
+from pydantic import Field
 
-from fastapi import APIRouter, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
-
-from engine import Engine, FlowAlreadyStartedError, FlowNotFoundError, StartFlowOptions
+from engine import FlowNotFoundError, StartFlowOptions
+from patterns._shared import (
+    PROBLEM,
+    FlowIdQuery,
+    RequestBody,
+    StartResponse,
+    Wire,
+    engine_of,
+    start_or_report_running,
+)
 from patterns.primitives.rpc_canceling_steps.flow import (
     DEFAULT_DELIVERY_SECONDS,
     DEFAULT_SECTION_SECONDS,
@@ -28,41 +34,26 @@ router = APIRouter(
     prefix="/primitives/rpc-canceling-steps", tags=["Primitive: RPC canceling Steps"]
 )
 
-FlowIdQuery = Annotated[
-    str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
-]
-_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class ReportStartBody(_Wire):
+class ReportStartBody(RequestBody):
     """How long the simulated work takes; every field has a default."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     sections: int = Field(default=DEFAULT_SECTIONS, ge=1, le=MAX_SECTIONS)
     section_seconds: float = Field(default=DEFAULT_SECTION_SECONDS, ge=0, le=MAX_SECONDS)
     delivery_seconds: float = Field(default=DEFAULT_DELIVERY_SECONDS, ge=0, le=MAX_SECONDS)
 
 
-class ReportStartResponse(_Wire):
+class ReportStartResponse(StartResponse):
     """The ReportFlow run."""
 
-    flow_id: str
-    run_id: str
-    started: bool
 
-
-class ReportStopResponse(_Wire):
+class ReportStopResponse(Wire):
     """Whether the Stop went ahead: false when the report was already ready or stopped."""
 
     stopped: bool
 
 
-class ReportStatusResponse(_Wire):
+class ReportStatusResponse(Wire):
     """The latest run's committed report status and report, and the run's status."""
 
     flow_id: str
@@ -70,10 +61,6 @@ class ReportStatusResponse(_Wire):
     flow_status: str
     report_status: str | None
     report: list[str] | None
-
-
-def _engine(request: Request) -> Engine:
-    return request.app.state.engine  # type: ignore[no-any-return]
 
 
 @router.post(
@@ -98,19 +85,16 @@ async def start(
     )
     # The status commits with the start, so a Stop sent at once already finds a report to stop.
     options = StartFlowOptions(initial_attributes={FLOW.report_status.name: REPORT_GENERATING})
-    try:
-        result = await _engine(request).start_flow(ReportFlow, flow_id, payload, options)
-    except FlowAlreadyStartedError as exc:
-        response.status_code = status.HTTP_200_OK
-        return ReportStartResponse(flow_id=flow_id, run_id=exc.run_id or "", started=False)
-    return ReportStartResponse(flow_id=result.flow_id, run_id=result.run_id, started=True)
+    return await start_or_report_running(
+        request, response, ReportStartResponse, ReportFlow, flow_id, payload, options
+    )
 
 
 @router.post(
     "/stop",
     operation_id="stopReport",
     response_model=ReportStopResponse,
-    responses={404: {"description": "No such Flow, or it has closed", **_PROBLEM}},
+    responses={404: {"description": "No such Flow, or it has closed", **PROBLEM}},
 )
 async def stop(request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> ReportStopResponse:
     """Invoke the stop_report RPC, which cancels GenerateReport and starts FinishReportStop.
@@ -119,7 +103,7 @@ async def stop(request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> Repo
     promise the report was stopped: it may have committed just before the cancellation, and
     then FinishReportStop lets the Flow deliver it. Read the outcome from the status route.
     """
-    stopped = await _engine(request).invoke_rpc(FLOW.stop_report, flow_id)
+    stopped = await engine_of(request).invoke_rpc(FLOW.stop_report, flow_id)
     return ReportStopResponse(stopped=stopped)
 
 
@@ -127,13 +111,13 @@ async def stop(request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> Repo
     "/status",
     operation_id="getReportStatus",
     response_model=ReportStatusResponse,
-    responses={404: {"description": "No such Flow (FLOW_NOT_FOUND)", **_PROBLEM}},
+    responses={404: {"description": "No such Flow (FLOW_NOT_FOUND)", **PROBLEM}},
 )
 async def report_status(
     request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
 ) -> ReportStatusResponse:
     """Return the latest run's status with its committed report status and report."""
-    eng = _engine(request)
+    eng = engine_of(request)
     info = await eng.describe_flow(flow_id)
     if info.flow_type != ReportFlow.flow_type():
         raise FlowNotFoundError(

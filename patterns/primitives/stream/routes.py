@@ -8,13 +8,20 @@ list what it wrote.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
-from engine import Engine, FlowAlreadyStartedError
+from patterns._shared import (
+    PROBLEM,
+    FlowIdQuery,
+    RequestBody,
+    StartResponse,
+    Wire,
+    engine_of,
+    start_or_report_running,
+)
 from patterns.primitives.stream.flow import (
     DEFAULT_DELAY_SECONDS,
     DEFAULT_SECTIONS,
@@ -30,34 +37,19 @@ FLOW = ProgressFlow()
 
 router = APIRouter(prefix="/primitives/stream", tags=["Primitive: Stream"])
 
-FlowIdQuery = Annotated[
-    str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
-]
-_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class ProgressStartBody(_Wire):
+class ProgressStartBody(RequestBody):
     """How much work the Step simulates; every field has a default."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     sections: int = Field(default=DEFAULT_SECTIONS, ge=1, le=MAX_SECTIONS)
     delay_seconds: float = Field(default=DEFAULT_DELAY_SECONDS, ge=0, le=MAX_DELAY_SECONDS)
 
 
-class ProgressStartResponse(_Wire):
+class ProgressStartResponse(StartResponse):
     """The ProgressFlow run."""
 
-    flow_id: str
-    run_id: str
-    started: bool
 
-
-class ProgressMessageResponse(_Wire):
+class ProgressMessageResponse(Wire):
     """One progress message; ``source`` is ``#<stepExecutionId>`` of the Step that wrote it."""
 
     value: str
@@ -66,15 +58,11 @@ class ProgressMessageResponse(_Wire):
     source: str
 
 
-class ProgressMessagesResponse(_Wire):
+class ProgressMessagesResponse(Wire):
     """Retained progress messages, newest first, and the token of the next older page."""
 
     messages: list[ProgressMessageResponse]
     next_page_token: str
-
-
-def _engine(request: Request) -> Engine:
-    return request.app.state.engine  # type: ignore[no-any-return]
 
 
 @router.post(
@@ -97,19 +85,16 @@ async def start(
     """
     given = body or ProgressStartBody()
     payload = ProgressInput(sections=given.sections, delay_seconds=given.delay_seconds)
-    try:
-        result = await _engine(request).start_flow(ProgressFlow, flow_id, payload)
-    except FlowAlreadyStartedError as exc:
-        response.status_code = status.HTTP_200_OK
-        return ProgressStartResponse(flow_id=flow_id, run_id=exc.run_id or "", started=False)
-    return ProgressStartResponse(flow_id=result.flow_id, run_id=result.run_id, started=True)
+    return await start_or_report_running(
+        request, response, ProgressStartResponse, ProgressFlow, flow_id, payload
+    )
 
 
 @router.get(
     "/messages",
     operation_id="listProgressMessages",
     response_model=ProgressMessagesResponse,
-    responses={400: {"description": "Page size out of range or bad page token", **_PROBLEM}},
+    responses={400: {"description": "Page size out of range or bad page token", **PROBLEM}},
 )
 async def messages(
     request: Request,
@@ -126,7 +111,7 @@ async def messages(
     Pass nextPageToken as beforePageToken for the next older page (empty on the last page).
     Messages live in the server's memory: they vanish when it restarts.
     """
-    page = await _engine(request).list_stream_messages(
+    page = await engine_of(request).list_stream_messages(
         flow_id, FLOW.progress, page_size, before_page_token, flow_type=ProgressFlow
     )
     return ProgressMessagesResponse(

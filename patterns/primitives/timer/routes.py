@@ -3,46 +3,38 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from fastapi import APIRouter, Request, Response, status
+from pydantic import Field
 
-from engine import Engine, FlowAlreadyStartedError, FlowNotFoundError
+from engine import FlowNotFoundError
+from patterns._shared import (
+    PROBLEM,
+    FlowIdQuery,
+    RequestBody,
+    StartResponse,
+    Wire,
+    engine_of,
+    start_or_report_running,
+)
 from patterns.primitives.timer.flow import DEFAULT_SECONDS, MAX_SECONDS, TimerFlow, TimerInput
 
 DEFAULT_FLOW_ID = "primitive-timer"
 
 router = APIRouter(prefix="/primitives/timer", tags=["Primitive: Timer"])
 
-FlowIdQuery = Annotated[
-    str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
-]
-_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class TimerStartBody(_Wire):
+class TimerStartBody(RequestBody):
     """How long the Step waits; defaults to a few seconds."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     seconds: float = Field(default=DEFAULT_SECONDS, ge=0, le=MAX_SECONDS)
 
 
-class TimerStartResponse(_Wire):
+class TimerStartResponse(StartResponse):
     """The TimerFlow run."""
 
-    flow_id: str
-    run_id: str
-    started: bool
 
-
-class TimerStatusResponse(_Wire):
+class TimerStatusResponse(Wire):
     """The latest run's status: RUNNING while the Timer waits, COMPLETED once it fired."""
 
     flow_id: str
@@ -50,10 +42,6 @@ class TimerStatusResponse(_Wire):
     flow_status: str
     started_at: datetime
     closed_at: datetime | None
-
-
-def _engine(request: Request) -> Engine:
-    return request.app.state.engine  # type: ignore[no-any-return]
 
 
 @router.post(
@@ -71,19 +59,16 @@ async def start(
 ) -> TimerStartResponse:
     """Start a TimerFlow that waits `seconds` on a Timer, then completes; 200 if running."""
     payload = TimerInput(seconds=(body or TimerStartBody()).seconds)
-    try:
-        result = await _engine(request).start_flow(TimerFlow, flow_id, payload)
-    except FlowAlreadyStartedError as exc:
-        response.status_code = status.HTTP_200_OK
-        return TimerStartResponse(flow_id=flow_id, run_id=exc.run_id or "", started=False)
-    return TimerStartResponse(flow_id=result.flow_id, run_id=result.run_id, started=True)
+    return await start_or_report_running(
+        request, response, TimerStartResponse, TimerFlow, flow_id, payload
+    )
 
 
 @router.get(
     "/status",
     operation_id="getTimerStatus",
     response_model=TimerStatusResponse,
-    responses={404: {"description": "No such TimerFlow (FLOW_NOT_FOUND)", **_PROBLEM}},
+    responses={404: {"description": "No such TimerFlow (FLOW_NOT_FOUND)", **PROBLEM}},
 )
 async def timer_status(
     request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
@@ -93,7 +78,7 @@ async def timer_status(
     closedAt is set once the Timer has fired. The timer-status Attribute reads `waiting` once
     the wait has begun (its due time is committed), then `fired`.
     """
-    info = await _engine(request).describe_flow(flow_id)
+    info = await engine_of(request).describe_flow(flow_id)
     if info.flow_type != TimerFlow.flow_type():
         raise FlowNotFoundError(
             f"Flow {flow_id} is a {info.flow_type}, not a {TimerFlow.flow_type()}",

@@ -1,0 +1,88 @@
+"""Pieces every bundled example's routes share: wire bases, the flowId query and starting a Flow.
+
+The Flow ID's default stays on each route (``flow_id: FlowIdQuery = DEFAULT_FLOW_ID``): FastAPI
+refuses a default inside ``Annotated``, and mypy accepts no computed type in an annotation, so
+one alias serves every module.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Query, Request, Response, status
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from engine import Engine, Flow, FlowAlreadyStartedError, StartFlowOptions
+
+FlowIdQuery = Annotated[
+    str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
+]
+"""The ``flowId`` query parameter naming the target Flow; each route supplies its default."""
+
+PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
+"""Spread into a ``responses`` entry whose body is an ``application/problem+json`` document."""
+
+
+class Wire(BaseModel):
+    """Base of the examples' wire models: snake_case in Python, camelCase on the wire."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class RequestBody(Wire):
+    """Base of the examples' request bodies, which reject unknown fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartResponse(Wire):
+    """The run a start route started, or the one already running (``started`` false).
+
+    Each example subclasses it under its own name and docstring, which OpenAPI shows as the
+    schema's title and description.
+    """
+
+    flow_id: str
+    run_id: str
+    started: bool
+
+
+_StartResponseT = TypeVar("_StartResponseT", bound=StartResponse)
+
+
+def engine_of(request: Request) -> Engine:
+    """Return the Engine the app built in its lifespan."""
+    return request.app.state.engine  # type: ignore[no-any-return]
+
+
+async def start_or_report_running(
+    request: Request,
+    response: Response,
+    model: type[_StartResponseT],
+    flow: type[Flow[Any]],
+    flow_id: str,
+    input: Any = None,
+    options: StartFlowOptions | None = None,
+) -> _StartResponseT:
+    """Start a run of ``flow``: 201 with ``started`` true, or 200 with the run already running.
+
+    Args:
+        request: The request whose app holds the Engine.
+        response: The route's response, whose status code this sets.
+        model: The route's start response model.
+        flow: The Flow class to start.
+        flow_id: The Flow ID to start it under.
+        input: The start Step's input; None for a Flow without one.
+        options: Start options such as initial Attributes.
+
+    Returns:
+        The started run, or the running one (its run ID is empty when the engine did not say).
+    """
+    try:
+        result = await engine_of(request).start_flow(flow, flow_id, input, options)
+    except FlowAlreadyStartedError as exc:
+        response.status_code = status.HTTP_200_OK
+        return model(flow_id=flow_id, run_id=exc.run_id or "", started=False)
+    response.status_code = status.HTTP_201_CREATED
+    return model(flow_id=result.flow_id, run_id=result.run_id, started=True)
