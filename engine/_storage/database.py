@@ -209,36 +209,62 @@ class _SQLiteWriter:
                 return
 
     def _apply(self, batch: list[tuple[CommitUnit[Any], asyncio.Future[Any]]]) -> None:
-        conn = self._conn
-        assert conn is not None
-        outcomes: list[tuple[bool, Any]] = []
-        savepoints = len(batch) > 1
+        """Commit a batch: optimistically in one plain transaction; after a unit fails, the
+        others are replayed in a transaction where each unit has its own savepoint.
+
+        Units fail rarely (a closed run, a stale attempt), so the common case spends no
+        statements on savepoints. A unit only touches the database, so replaying it after a
+        rollback is safe.
+        """
+        units = [unit for unit, _future in batch]
         try:
-            # IMMEDIATE takes the write lock up front, so a busy database is reported (and
-            # waited on) at BEGIN rather than half-way through a unit.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-            for n, (unit, _future) in enumerate(batch):
-                if savepoints:
-                    conn.exec_driver_sql(f"SAVEPOINT u{n}")
-                try:
-                    outcomes.append((True, unit(conn)))
-                    if savepoints:
-                        conn.exec_driver_sql(f"RELEASE u{n}")
-                except BaseException as exc:  # a unit's failure is reported to its caller
-                    if savepoints:
-                        conn.exec_driver_sql(f"ROLLBACK TO u{n}")
-                        conn.exec_driver_sql(f"RELEASE u{n}")
-                    else:
-                        conn.exec_driver_sql("ROLLBACK")
-                    outcomes.append((False, exc))
-            if savepoints or outcomes[0][0]:
-                conn.exec_driver_sql("COMMIT")
+            outcomes = self._run_optimistic(units)
         except BaseException as exc:  # the transaction itself failed: every unit failed
             with contextlib.suppress(Exception):
-                conn.exec_driver_sql("ROLLBACK")
+                self._conn.exec_driver_sql("ROLLBACK")  # type: ignore[union-attr]
             outcomes = [(False, exc)] * len(batch)
         for (_unit, future), (ok, value) in zip(batch, outcomes, strict=True):
             future.get_loop().call_soon_threadsafe(_resolve, future, ok, value)
+
+    def _run_optimistic(self, units: list[CommitUnit[Any]]) -> list[tuple[bool, Any]]:
+        conn = self._conn
+        assert conn is not None
+        # IMMEDIATE takes the write lock up front, so a busy database is reported (and waited
+        # on) at BEGIN rather than half-way through a unit.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        results: list[Any] = []
+        for n, unit in enumerate(units):
+            try:
+                results.append(unit(conn))
+            except BaseException as exc:  # this unit fails; the others are replayed
+                conn.exec_driver_sql("ROLLBACK")
+                rest = units[:n] + units[n + 1 :]
+                replayed = self._run_with_savepoints(rest) if rest else []
+                return [*replayed[:n], (False, exc), *replayed[n:]]
+        conn.exec_driver_sql("COMMIT")
+        return [(True, result) for result in results]
+
+    def _run_with_savepoints(self, units: list[CommitUnit[Any]]) -> list[tuple[bool, Any]]:
+        conn = self._conn
+        assert conn is not None
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            for n, unit in enumerate(units):
+                conn.exec_driver_sql(f"SAVEPOINT u{n}")
+                try:
+                    outcomes.append((True, unit(conn)))
+                    conn.exec_driver_sql(f"RELEASE u{n}")
+                except BaseException as exc:  # a unit's failure is reported to its caller
+                    conn.exec_driver_sql(f"ROLLBACK TO u{n}")
+                    conn.exec_driver_sql(f"RELEASE u{n}")
+                    outcomes.append((False, exc))
+            conn.exec_driver_sql("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.exec_driver_sql("ROLLBACK")
+            raise
+        return outcomes
 
 
 def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
