@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -30,6 +32,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine._storage.tables import metadata
+from engine.errors import FailedPreconditionError
 
 T = TypeVar("T")
 CommitUnit = Callable[[Connection], T]
@@ -57,6 +60,7 @@ class Database:
         self._writer: _SQLiteWriter | None = None
         self._sync_reader: Any = None
         self._read_threads: ThreadPoolExecutor | None = None
+        self._owner_lock: int | None = None
         self._reader_local = threading.local()
         self._reader_conns: list[Connection] = []
 
@@ -69,7 +73,9 @@ class Database:
 
         def start_writer() -> None:
             if database and database != ":memory:":
-                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                path = Path(database).expanduser()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._owner_lock = _claim(path)
             assert self._writer is not None
             self._writer.start()
 
@@ -116,6 +122,9 @@ class Database:
         for conn in self._reader_conns:
             conn.close()  # the threads are gone; check_same_thread=False allows this
         self._reader_conns.clear()
+        if self._owner_lock is not None:
+            os.close(self._owner_lock)  # closing the descriptor releases the claim
+            self._owner_lock = None
         if self._sync_reader is not None:
             self._sync_reader.dispose()
             self._sync_reader = None
@@ -146,6 +155,28 @@ class Database:
         """Return the async engine for reads."""
         assert self.read_engine is not None, "database is not open"
         return self.read_engine
+
+
+def _claim(path: Path) -> int:
+    """Claim the database file for this process, or raise FailedPreconditionError.
+
+    On SQLite one process runs the Flows: locks, timers and handed-out Steps live in its
+    memory, so a second engine on the same file would run Steps twice. The claim is a lock on
+    a file beside the database; the kernel drops it when the process dies, even by SIGKILL.
+    """
+    fd = os.open(f"{path}.owner", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise FailedPreconditionError(
+            f"the database {path} is already served by {holder}; SQLite takes one engine "
+            "process (use PostgreSQL to run several)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"process {os.getpid()}".encode(), 0)
+    return fd
 
 
 _STOP = object()

@@ -13,7 +13,9 @@ from engine import (
     Attribute,
     AttributeMap,
     Context,
+    Engine,
     EngineConfig,
+    FailedPreconditionError,
     Flow,
     FlowAlreadyStartedError,
     FlowNotActiveOrNotFoundError,
@@ -22,6 +24,7 @@ from engine import (
     IdReusePolicy,
     InvalidArgumentError,
     ManualClock,
+    Registry,
     RetryPolicy,
     StartFlowOptions,
     Step,
@@ -638,3 +641,16 @@ async def test_handle_timeout_writes_commit_with_the_timed_out_close(
         values = (await eng.get_attributes("cleanup", ["status"])).values
     assert result.status == "TIMED_OUT"
     assert values == {"status": "timed out while waiting"}
+
+
+async def test_a_second_engine_on_the_same_sqlite_file_is_refused(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([QuickFlow()], engine_config):
+        second = Engine(Registry([QuickFlow()]), engine_config)
+        with pytest.raises(FailedPreconditionError, match="already served by process"):
+            await second.start()
+    # Once the first has closed, the file is free again.
+    async with running_engine([QuickFlow()], engine_config) as eng:
+        await eng.start_flow(QuickFlow, "after", None)
+        assert (await eng.wait_for_flow("after", wait_seconds=5)).status == "COMPLETED"
