@@ -136,6 +136,11 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = dict(exc.headers) if exc.headers else None
         return problem(exc.status_code, code, str(exc.detail), headers=headers)
 
+    @app.exception_handler(UnicodeEncodeError)
+    async def _unicode(_request: Request, exc: UnicodeEncodeError) -> JSONResponse:
+        # JSON can carry lone surrogates ("\ud800") that no database can store.
+        return problem(400, "INVALID_ARGUMENT", "text must be valid Unicode (no lone surrogates)")
+
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error")

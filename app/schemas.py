@@ -10,6 +10,8 @@ from pydantic.alias_generators import to_camel
 
 import engine
 
+MAX_TIMEOUT_SECONDS = 10 * 365 * 24 * 3600
+
 
 class Wire(BaseModel):
     """Base of every wire model: camelCase on the wire, snake_case in Python."""
@@ -43,7 +45,9 @@ class StartFlowOptionsBody(Request):
         description='Values committed with the start: {"name": v} or {"map/instance": v}.',
     )
     id_reuse_policy: engine.IdReusePolicy = engine.IdReusePolicy.ALLOW_DUPLICATE
-    timeout_seconds: float | None = Field(None, gt=0, description="Durable Flow timeout.")
+    timeout_seconds: float | None = Field(
+        None, gt=0, le=MAX_TIMEOUT_SECONDS, description="Durable Flow timeout (at most 10 years)."
+    )
     request_id: str | None = Field(None, min_length=1, max_length=256)
     ignore_already_started: bool = Field(
         False, description="Answer 200 started=false when this requestId started the run."

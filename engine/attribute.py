@@ -79,6 +79,12 @@ def check_instance_key(instance: Any, what: str = "instance") -> str:
         raise InvalidArgumentError(f"{what} must be a non-blank string", field=what)
     if "/" in instance:
         raise InvalidArgumentError(f"{what} {instance!r} must not contain '/'", field=what)
+    try:
+        instance.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(
+            f"{what} must be valid Unicode text (no lone surrogates)", field=what
+        ) from None
     return instance
 
 

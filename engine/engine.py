@@ -60,6 +60,7 @@ from engine.results import (
 from engine.stream import Stream, StreamMessage, StreamMessagePage
 
 MAX_WAIT_SECONDS = 60.0
+MAX_FLOW_TIMEOUT = timedelta(days=3650)
 _STOP_STATUS = {StopType.CANCEL: CANCELED, StopType.TERMINATE: TERMINATED, StopType.FAIL: FAILED}
 
 
@@ -178,8 +179,14 @@ class Engine:
             value = _codec.validate(spec.input_type, input, what="input", strict=False)
         timeout_at = None
         if options.timeout is not None:
-            if not isinstance(options.timeout, timedelta) or options.timeout <= timedelta(0):
-                raise InvalidArgumentError("timeout must be positive", field="timeoutSeconds")
+            if (
+                not isinstance(options.timeout, timedelta)
+                or options.timeout <= timedelta(0)
+                or options.timeout > MAX_FLOW_TIMEOUT
+            ):
+                raise InvalidArgumentError(
+                    "timeout must be positive and at most 10 years", field="timeoutSeconds"
+                )
             timeout_at = self._rt.now_us() + to_micros(options.timeout.total_seconds())
         initial = parse_values(spec, options.initial_attributes, "initialAttributes")
         run_id = new_id()

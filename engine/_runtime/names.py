@@ -22,6 +22,18 @@ def check_id(value: Any, what: str) -> str:
         raise InvalidArgumentError(f"{what} must be at most {MAX_ID_LENGTH} characters", field=what)
     if "/" in value or any(ord(c) < 32 for c in value):
         raise InvalidArgumentError(f"{what} must not contain '/' or control characters", field=what)
+    check_unicode(value, what)
+    return value
+
+
+def check_unicode(value: str, what: str) -> str:
+    """Return ``value`` unless it holds lone surrogates, which no database can store."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(
+            f"{what} must be valid Unicode text (no lone surrogates)", field=what
+        ) from None
     return value
 
 
@@ -34,6 +46,7 @@ def parse_key(spec: FlowSpec, key: Any, what: str) -> tuple[_State[Any], str]:
     """Return the state and instance a ``name`` or ``map/instance`` key addresses."""
     if not isinstance(key, str) or not key:
         raise InvalidArgumentError(f"{what}: names must be non-empty strings", field=what)
+    check_unicode(key, what)
     name, sep, instance = key.partition("/")
     state = spec.state(name)
     if state is None:

@@ -487,3 +487,33 @@ async def test_a_body_too_deeply_nested_to_parse_is_a_400_problem(make_client: A
             "/api/v1/flows", content=deep, headers={"content-type": "application/json"}
         )
     assert_problem(response, 400, "INVALID_ARGUMENT")
+
+
+async def test_text_no_database_can_store_and_absurd_timeouts_are_refused(
+    make_client: Any,
+) -> None:
+    async with make_client(registry()) as client:
+        # JSON escapes can carry lone surrogates, which no database can store.
+        raw = {"content-type": "application/json"}
+        lone = await client.post(
+            "/api/v1/flows",
+            content=b'{"flowType": "LedgerFlow", "flowId": "bad\\ud800id"}',
+            headers=raw,
+        )
+        body = assert_problem(lone, 422, "VALIDATION_ERROR")
+        assert body["errors"][0]["location"] == "body.flowId"
+        await start(client, "LedgerFlow", "ok-id")
+        instance = await client.put(
+            "/api/v1/flows/ok-id/attributes",
+            content=b'{"values": {"progress/x\\udc00": "v"}}',
+            headers=raw,
+        )
+        assert assert_problem(instance, 400, "INVALID_ARGUMENT")["field"] == "values"
+        value = await client.put(
+            "/api/v1/flows/ok-id/attributes",
+            content=b'{"values": {"status": "fine \\udc00 text"}}',
+            headers=raw,
+        )
+        assert value.status_code == 200  # a JSON-escaped value is stored escaped
+        huge = await start(client, "LedgerFlow", "later", options={"timeoutSeconds": 9.7e15})
+        assert_problem(huge, 422, "VALIDATION_ERROR")
