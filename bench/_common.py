@@ -311,3 +311,25 @@ def print_wrk(label: str, data: Mapping[str, Any]) -> None:
         f"  max {data['max_us'] / 1000:.2f} ms"
     )
     print(f"    statuses    {statuses or '-'}   socket errors {data.get('socket_errors', 0)}")
+
+
+def fallback_summary(
+    latencies: Sequence[float], statuses: Mapping[int, int], duration: float, command: str
+) -> dict[str, Any]:
+    """Summarize an httpx fallback load in the same shape as ``run_wrk``'s result."""
+    ok = sum(c for s, c in statuses.items() if 200 <= s < 300)
+    lat = latency_summary(latencies)
+    return {
+        "requests": len(latencies),
+        "duration_us": int(duration * 1e6),
+        "ok": ok,
+        "statuses": {str(k): v for k, v in statuses.items()},
+        "socket_errors": 0,
+        "p50_us": int(lat["p50_ms"] * 1000),
+        "p99_us": int(lat["p99_ms"] * 1000),
+        "p90_us": int(percentile(latencies, 90) * 1e6),
+        "max_us": int(lat["max_ms"] * 1000),
+        "requests_per_second": round(len(latencies) / duration, 1),
+        "ok_per_second": round(ok / duration, 1),
+        "command": command,
+    }

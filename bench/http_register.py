@@ -18,9 +18,9 @@ import engine
 from bench._common import (
     LUA_DIR,
     dexlite_env,
+    fallback_summary,
     heading,
     latency_summary,
-    percentile,
     print_wrk,
     ratio,
     run_wrk,
@@ -154,21 +154,9 @@ async def _httpx_load(url: str, seconds: int) -> dict[str, Any]:
         started = time.monotonic()
         await asyncio.gather(*(worker(w) for w in range(CONNECTIONS)))
         duration = time.monotonic() - started
-    ok = sum(c for s, c in statuses.items() if 200 <= s < 300)
-    lat = latency_summary(latencies)
+    command = f"httpx asyncio fallback, {CONNECTIONS} connections, {seconds} s"
     return {
-        "requests": len(latencies),
-        "duration_us": int(duration * 1e6),
-        "ok": ok,
-        "statuses": {str(k): v for k, v in statuses.items()},
-        "socket_errors": 0,
-        "p50_us": int(lat["p50_ms"] * 1000),
-        "p99_us": int(lat["p99_ms"] * 1000),
-        "p90_us": int(percentile(latencies, 90) * 1e6),
-        "max_us": int(lat["max_ms"] * 1000),
-        "requests_per_second": round(len(latencies) / duration, 1),
-        "ok_per_second": round(ok / duration, 1),
-        "command": f"httpx asyncio fallback, {CONNECTIONS} connections, {seconds} s",
+        **fallback_summary(latencies, statuses, duration, command),
         "sequences": {
             "acknowledged": len(sequences),
             "distinct": len(set(sequences)),

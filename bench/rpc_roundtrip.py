@@ -25,6 +25,7 @@ import engine
 from bench._common import (
     LUA_DIR,
     dexlite_env,
+    fallback_summary,
     heading,
     latency_summary,
     print_wrk,
@@ -133,19 +134,8 @@ async def _httpx_load(url_prefix: str, suffix: str, seconds: int) -> dict[str, A
         started = time.monotonic()
         await asyncio.gather(*(worker(w) for w in range(CONNECTIONS)))
         duration = time.monotonic() - started
-    ok = sum(c for s, c in statuses.items() if 200 <= s < 300)
-    lat = latency_summary(latencies)
-    return {
-        "requests": len(latencies),
-        "duration_us": int(duration * 1e6),
-        "ok": ok,
-        "statuses": {str(k): v for k, v in statuses.items()},
-        "socket_errors": 0,
-        "p50_us": int(lat["p50_ms"] * 1000),
-        "p99_us": int(lat["p99_ms"] * 1000),
-        "max_us": int(lat["max_ms"] * 1000),
-        "command": f"httpx asyncio fallback, {CONNECTIONS} connections, {seconds} s",
-    }
+    command = f"httpx asyncio fallback, {CONNECTIONS} connections, {seconds} s"
+    return fallback_summary(latencies, statuses, duration, command)
 
 
 def _load(base: str, path: tuple[str, str], seconds: int) -> dict[str, Any]:
