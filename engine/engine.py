@@ -12,7 +12,7 @@ from typing import Any
 from engine import _codec
 from engine._runtime.history_tokens import decode_history_token, encode_history_token
 from engine._runtime.matches import wait_for_match
-from engine._runtime.names import check_id, parse_key, parse_values, to_datetime
+from engine._runtime.names import check_id, check_unicode, parse_key, parse_values, to_datetime
 from engine._runtime.retention import Retention
 from engine._runtime.rpcs import RPCExecutor
 from engine._runtime.runtime import Runtime, new_id, state_key
@@ -412,25 +412,25 @@ class Engine:
         """
         check_id(flow_id, "flowId")
         wanted = list(dict.fromkeys(names))
-        run = None
-        if wanted:
-            run = await reads.load_run(self._db, flow_id, run_id)
-            if run is None:
-                raise FlowNotFoundError(
-                    f"Flow {flow_id} was not found", flow_id=flow_id, operation="getAttributes"
-                )
-            spec = self.registry.spec(run.flow_type)
-            keys = [parse_key(spec, n, "name") for n in wanted]
-            singles = [s.name for s, i in keys if not i]
-            exact = [(s.name, i) for s, i in keys if i]
-            # Pin the run we validated against, so a concurrent new run cannot mix in.
-            snapshot = await self._rt.snapshot(flow_id, run.run_id, names=singles, instances=exact)
-        else:
-            snapshot = await self._rt.snapshot(flow_id, run_id)
+        for name in wanted:
+            if not isinstance(name, str) or not name:
+                raise InvalidArgumentError("name: names must be non-empty strings", field="name")
+            check_unicode(name, "name")
+        # One read: the keys are split as written, then checked against the run's Flow type.
+        snapshot = await self._rt.snapshot(
+            flow_id,
+            run_id,
+            names=[n for n in wanted if "/" not in n] if wanted else None,
+            instances=[(n.partition("/")[0], n.partition("/")[2]) for n in wanted if "/" in n],
+        )
         if snapshot is None:
             raise FlowNotFoundError(
                 f"Flow {flow_id} was not found", flow_id=flow_id, operation="getAttributes"
             )
+        if wanted:
+            spec = self.registry.spec(snapshot.run.flow_type)
+            for name in wanted:
+                parse_key(spec, name, "name")
         texts = await self._rt.resolve_texts(flow_id, snapshot)
         values = {state_key(n, i): json.loads(text) for (n, i), text in sorted(texts.items())}
         return AttributeValues(flow_id, snapshot.run.run_id, values)
