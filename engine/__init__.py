@@ -16,6 +16,7 @@ from engine.errors import (
     AttributeMapNotLoadedError,
     ChannelMessageNotFoundError,
     ChannelMessagesNotLoadedError,
+    ConflictError,
     DefinitionError,
     EngineError,
     FailedPreconditionError,
@@ -27,11 +28,14 @@ from engine.errors import (
     InvalidPageTokenError,
     InvalidQueryError,
     InvalidStepResultError,
+    NotFoundError,
+    ProgrammingError,
     ResourceExhaustedError,
     RPCHandlerError,
     RPCLockConflictError,
     RPCNotFoundError,
     RPCTimeoutError,
+    StreamNotFoundError,
 )
 from engine.flow import Flow, FlowTimeoutHandlerOptions, RPCResult, rpc
 from engine.options import (
@@ -75,7 +79,6 @@ from engine.stream import (
     Stream,
     StreamMessage,
     StreamMessagePage,
-    StreamNotFoundError,
     StreamStoreConfig,
     StreamWrite,
 )
@@ -96,6 +99,7 @@ __all__ = [
     "ChannelMessageNotFoundError",
     "ChannelMessagesNotLoadedError",
     "Clock",
+    "ConflictError",
     "Context",
     "DefinitionError",
     "Engine",
@@ -121,6 +125,8 @@ __all__ = [
     "InvalidStepResultError",
     "ManualClock",
     "MatchOperator",
+    "NotFoundError",
+    "ProgrammingError",
     "RPCHandlerError",
     "RPCInvokeOptions",
     "RPCLockConflictError",

@@ -30,12 +30,12 @@ from engine.errors import (
     InvalidArgumentError,
     InvalidPageTokenError,
     ResourceExhaustedError,
+    StreamNotFoundError,
 )
 from engine.stream import (
     Stream,
     StreamMessage,
     StreamMessagePage,
-    StreamNotFoundError,
     StreamStoreConfig,
 )
 
@@ -355,7 +355,7 @@ class MemoryStreamStore:
 
 
 def _exhausted(detail: str, *, retryable: bool) -> ResourceExhaustedError:
-    return ResourceExhaustedError(detail, operation="writeStream", extra={"retryable": retryable})
+    return ResourceExhaustedError(detail, operation="writeStream", retryable=retryable)
 
 
 # -- tokens -----------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine import _codec
-from engine.errors import AttributeMapNotLoadedError, DefinitionError, StepCanceled
+from engine._runtime.signals import StepCanceled
+from engine.errors import AttributeMapNotLoadedError, DefinitionError
 
 if TYPE_CHECKING:
     from engine._runtime.step_io import StepIO

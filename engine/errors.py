@@ -1,16 +1,47 @@
 """Errors raised by the engine.
 
-Every error a caller can handle derives from :class:`EngineError` and carries structured
-fields. The HTTP layer maps each leaf to a status code; the engine itself knows nothing of HTTP.
+Every error a caller can handle derives from :class:`EngineError` and carries structured fields,
+its problem ``code`` and whether retrying the same call can succeed (``retryable``). The HTTP
+layer maps the intermediate bases to status codes, so an application can add its own leaf (a
+``NotFoundError`` with its own code, say) without the HTTP layer knowing it::
+
+    EngineError
+    ├── InvalidArgumentError                 INVALID_ARGUMENT
+    │   ├── InvalidQueryError                INVALID_QUERY
+    │   └── InvalidPageTokenError            INVALID_PAGE_TOKEN
+    ├── NotFoundError
+    │   ├── FlowTypeNotFoundError            FLOW_TYPE_NOT_FOUND
+    │   ├── FlowNotFoundError                FLOW_NOT_FOUND
+    │   ├── FlowNotActiveOrNotFoundError     FLOW_NOT_ACTIVE_OR_NOT_FOUND
+    │   ├── RPCNotFoundError                 RPC_NOT_FOUND
+    │   ├── StreamNotFoundError              STREAM_NOT_FOUND
+    │   └── ChannelMessageNotFoundError      CHANNEL_MESSAGE_NOT_FOUND
+    ├── ConflictError
+    │   ├── FlowAlreadyStartedError          FLOW_ALREADY_STARTED
+    │   ├── RPCLockConflictError             RPC_LOCK_CONFLICT (retryable)
+    │   └── FailedPreconditionError          FAILED_PRECONDITION
+    ├── ResourceExhaustedError               RESOURCE_EXHAUSTED (retryable unless it never fits)
+    ├── RPCHandlerError                      RPC_HANDLER_ERROR
+    ├── RPCTimeoutError                      RPC_TIMEOUT
+    └── ProgrammingError                     (a bug in a Flow: reaches callers as RPC_HANDLER_ERROR)
+        ├── DefinitionError
+        ├── AttributeMapNotLoadedError
+        ├── ChannelMessagesNotLoadedError
+        └── InvalidStepResultError
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class EngineError(Exception):
     """Root of every error the engine raises on purpose."""
+
+    #: The problem code clients see; every leaf names its own.
+    code: ClassVar[str] = "INTERNAL"
+    #: Whether the same call may succeed when retried after a short delay.
+    retryable: bool = False
 
     def __init__(
         self,
@@ -29,16 +60,19 @@ class EngineError(Exception):
         self.extra: dict[str, Any] = dict(extra or {})
 
 
-class DefinitionError(EngineError):
-    """A Flow, Step, RPC or state declaration is invalid (raised when a Registry is built)."""
+# -- bad input --------------------------------------------------------------------------------
 
 
 class InvalidArgumentError(EngineError):
     """An argument breaks a rule: a name, an instance key, a duration, a page size, an option."""
 
+    code = "INVALID_ARGUMENT"
+
 
 class InvalidQueryError(InvalidArgumentError):
     """A SearchFlows query cannot be parsed or checked; ``position`` says where."""
+
+    code = "INVALID_QUERY"
 
     def __init__(self, detail: str, *, position: int | None = None, **kwargs: Any) -> None:
         super().__init__(detail, **kwargs)
@@ -48,37 +82,78 @@ class InvalidQueryError(InvalidArgumentError):
 class InvalidPageTokenError(InvalidArgumentError):
     """A page token is malformed or was issued for another query."""
 
+    code = "INVALID_PAGE_TOKEN"
 
-class FlowTypeNotFoundError(EngineError):
+
+# -- not found --------------------------------------------------------------------------------
+
+
+class NotFoundError(EngineError):
+    """What the call names does not exist (or is not available to this operation)."""
+
+    code = "NOT_FOUND"
+
+
+class FlowTypeNotFoundError(NotFoundError):
     """No Flow type of that name is registered."""
 
+    code = "FLOW_TYPE_NOT_FOUND"
 
-class FlowNotFoundError(EngineError):
+
+class FlowNotFoundError(NotFoundError):
     """No Flow (or no run of it) with that ID exists."""
 
+    code = "FLOW_NOT_FOUND"
 
-class FlowNotActiveOrNotFoundError(EngineError):
+
+class FlowNotActiveOrNotFoundError(NotFoundError):
     """The Flow does not exist, or the operation cannot use its closed run."""
 
+    code = "FLOW_NOT_ACTIVE_OR_NOT_FOUND"
 
-class RPCNotFoundError(EngineError):
+
+class RPCNotFoundError(NotFoundError):
     """The Flow type declares no RPC of that name."""
 
+    code = "RPC_NOT_FOUND"
 
-class ChannelMessageNotFoundError(EngineError):
+
+class StreamNotFoundError(NotFoundError):
+    """The Flow type declares no Stream of that name."""
+
+    code = "STREAM_NOT_FOUND"
+
+
+class ChannelMessageNotFoundError(NotFoundError):
     """The Channel message is no longer pending."""
 
+    code = "CHANNEL_MESSAGE_NOT_FOUND"
 
-class FlowAlreadyStartedError(EngineError):
+
+# -- conflicts --------------------------------------------------------------------------------
+
+
+class ConflictError(EngineError):
+    """The call conflicts with the current state of the Flow or the server."""
+
+    code = "CONFLICT"
+
+
+class FlowAlreadyStartedError(ConflictError):
     """A run with that Flow ID is already running (or the ID reuse policy refuses a new run)."""
+
+    code = "FLOW_ALREADY_STARTED"
 
     def __init__(self, detail: str, *, run_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(detail, **kwargs)
         self.run_id = run_id
 
 
-class RPCLockConflictError(EngineError):
+class RPCLockConflictError(ConflictError):
     """An RPC asked for an Attribute lock that a Step or another RPC holds; it never queues."""
+
+    code = "RPC_LOCK_CONFLICT"
+    retryable = True
 
     def __init__(self, key: str, holder: str, **kwargs: Any) -> None:
         super().__init__(f"RPC lock conflict: attribute key {key} is locked by {holder}", **kwargs)
@@ -86,16 +161,29 @@ class RPCLockConflictError(EngineError):
         self.holder = holder
 
 
-class FailedPreconditionError(EngineError):
+class FailedPreconditionError(ConflictError):
     """The system is not in a state that allows the operation (e.g. the Stream Store is off)."""
+
+    code = "FAILED_PRECONDITION"
+
+
+# -- capacity and handlers --------------------------------------------------------------------
 
 
 class ResourceExhaustedError(EngineError):
-    """A capacity limit refused the operation; retry after a short delay."""
+    """A capacity limit refused the operation; retry after a short delay when ``retryable``."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, detail: str, *, retryable: bool = True, **kwargs: Any) -> None:
+        super().__init__(detail, **kwargs)
+        self.retryable = retryable
 
 
 class RPCHandlerError(EngineError):
     """The RPC handler raised; ``error_type`` names the exception class."""
+
+    code = "RPC_HANDLER_ERROR"
 
     def __init__(self, detail: str, *, error_type: str, **kwargs: Any) -> None:
         super().__init__(detail, **kwargs)
@@ -105,19 +193,33 @@ class RPCHandlerError(EngineError):
 class RPCTimeoutError(EngineError):
     """The RPC handler did not finish within the RPC's timeout."""
 
+    code = "RPC_TIMEOUT"
 
-class AttributeMapNotLoadedError(EngineError):
+
+# -- programming errors -----------------------------------------------------------------------
+
+
+class ProgrammingError(EngineError):
+    """A Flow's code or declarations are wrong; fix the code rather than retry.
+
+    Raised at registration or inside a handler, so a caller meets one only as the error of the
+    RPC whose handler made it.
+    """
+
+    code = "RPC_HANDLER_ERROR"
+
+
+class DefinitionError(ProgrammingError):
+    """A Flow, Step, RPC or state declaration is invalid (raised when a Registry is built)."""
+
+
+class AttributeMapNotLoadedError(ProgrammingError):
     """A handler read an AttributeMap instance that its invocation did not load."""
 
 
-class ChannelMessagesNotLoadedError(EngineError):
+class ChannelMessagesNotLoadedError(ProgrammingError):
     """A handler read pending Channel messages that its invocation did not load."""
 
 
-class InvalidStepResultError(EngineError):
+class InvalidStepResultError(ProgrammingError):
     """A Step handler returned something that is not a StepDecision."""
-
-
-class StepCanceled(BaseException):  # noqa: N818 - a signal, not an error
-    """Raised inside a canceled Step's staging calls; a ``BaseException`` so ``except
-    Exception`` in user code cannot swallow it."""

@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from engine import _codec
+from engine._runtime.signals import StepCanceled
 from engine.attribute import check_state_name
-from engine.errors import DefinitionError, EngineError, InvalidArgumentError, StepCanceled
+from engine.errors import DefinitionError, InvalidArgumentError
 
 if TYPE_CHECKING:
     import asyncio
@@ -34,10 +35,6 @@ DEFAULT_FLUSH_INTERVAL_SECONDS = 1.0
 #: The buffered text writer emits its batch once it holds this many UTF-8 bytes (soft: a chunk
 #: is never split, so a batch may exceed it by one chunk).
 DEFAULT_FLUSH_THRESHOLD_BYTES = 16 * 1024
-
-
-class StreamNotFoundError(EngineError):
-    """The Flow type declares no Stream of that name."""
 
 
 class StepOutput:

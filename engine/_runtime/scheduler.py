@@ -18,6 +18,7 @@ from typing import Any
 
 from engine import _codec
 from engine._runtime.runtime import Runtime
+from engine._runtime.signals import StepCanceled
 from engine._runtime.step_io import is_generator_handler, run_generator
 from engine._runtime.timers import TimerHandle
 from engine._storage import commits, reads
@@ -33,7 +34,7 @@ from engine._storage.records import (
 )
 from engine._streams import StreamService
 from engine.context import Context
-from engine.errors import InvalidStepResultError, StepCanceled
+from engine.errors import InvalidStepResultError
 from engine.registry import FlowSpec, StepSpec
 from engine.step import NO_RETRY, DecisionKind, RetryPolicy, StepDecision
 from engine.wait import Wait

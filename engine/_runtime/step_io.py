@@ -14,7 +14,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import DefinitionError, InvalidStepResultError, StepCanceled
+from engine._runtime.signals import StepCanceled
+from engine.errors import DefinitionError, InvalidStepResultError
 from engine.stream import Heartbeat, StepOutput, Stream, StreamWrite
 
 if TYPE_CHECKING:

@@ -17,9 +17,9 @@ from engine import (
     Attribute,
     AttributeMap,
     Context,
-    EngineError,
     Flow,
     InvalidPageTokenError,
+    NotFoundError,
     rpc,
 )
 
@@ -30,8 +30,10 @@ TOKEN_DIGITS = 20
 _TOKEN = re.compile(r"[0-9]{20}")
 
 
-class PageNotFoundError(EngineError):
+class PageNotFoundError(NotFoundError):
     """A well-formed archive token names no stored chunk."""
+
+    code = "PAGE_NOT_FOUND"
 
 
 class _Model(BaseModel):

@@ -330,7 +330,7 @@ async def test_write_at_capacity_is_rejected_then_a_retry_succeeds_after_trimmin
     third = "z" * (300 - size_of(""))
     with pytest.raises(ResourceExhaustedError, match="capacity") as rejected:
         write(svc, third, stream=NewsFlow.small)
-    assert rejected.value.extra["retryable"] is True
+    assert rejected.value.retryable is True
     assert store.stats("NewsFlow", "small")["trimming"]  # the rejection asked for room
     await settle(svc)
     write(svc, third, stream=NewsFlow.small)
@@ -343,7 +343,7 @@ async def test_message_larger_than_the_capacity_can_never_fit() -> None:
     write(svc, "keep", stream=NewsFlow.small)
     with pytest.raises(ResourceExhaustedError, match="never fit") as rejected:
         write(svc, "x" * 1000, stream=NewsFlow.small)
-    assert rejected.value.extra["retryable"] is False
+    assert rejected.value.retryable is False
     await settle(svc)
     assert values(svc.list("NewsFlow", NewsFlow.small, "f", 10, "")) == ["keep"]
 
@@ -371,7 +371,7 @@ async def test_server_wide_limit_rejects_then_trims_the_largest_streams_oldest()
         write(svc, one, stream=NewsFlow.other)  # NewsFlow/other: 300
     with pytest.raises(ResourceExhaustedError, match="server") as rejected:
         write(svc, "y" * (250 - size_of("")), stream=NewsFlow.other)
-    assert rejected.value.extra["retryable"] is True
+    assert rejected.value.retryable is True
     await settle(svc)
     # 150 bytes had to go; the largest Stream gave up its two oldest messages.
     assert store.stats("NewsFlow", "progress")["usage"] == 400
