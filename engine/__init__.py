@@ -84,7 +84,7 @@ from engine.stream import (
 )
 from engine.timer import Timer
 from engine.values import to_json_data
-from engine.wait import Wait
+from engine.wait import Wait, WaitMode
 
 __all__ = [
     "Attribute",
@@ -156,6 +156,7 @@ __all__ = [
     "StreamWrite",
     "Timer",
     "Wait",
+    "WaitMode",
     "dead_end",
     "force_complete",
     "force_fail",

@@ -30,6 +30,7 @@ from engine._storage.records import (
 )
 from engine._storage.search import queries as search
 from engine._streams import StreamService
+from engine.attribute import IndexType
 from engine.clock import Clock, to_micros
 from engine.config import EngineConfig
 from engine.errors import (
@@ -270,9 +271,9 @@ class Engine:
         )
         return SearchPage([_flow_info(found) for found in result.runs], result.next_page_token)
 
-    def _index_key_types(self) -> dict[str, str]:
+    def _index_key_types(self) -> dict[str, IndexType]:
         return {
-            state.index_key: state.index.type.value
+            state.index_key: state.index.type
             for spec in self.registry.specs()
             for state in spec.states.values()
             if state.index is not None and state.index_key is not None

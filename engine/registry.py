@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from engine import _codec
+from engine._storage.search.fields import is_system_field
 from engine.attribute import AttributeLock, AttributeMap, AttributeMapLoad, IndexType, _State
 from engine.errors import DefinitionError, FlowTypeNotFoundError, RPCNotFoundError
 from engine.flow import (
@@ -23,7 +24,6 @@ from engine.step import Step, StepList, StepOptions, declared_wait_for
 from engine.stream import Stream, collect_streams
 
 _HARD_DELETE_REFUSED = (int, float, bool)
-_SYSTEM_FIELDS = {"flowtype", "flowid", "runid", "status", "starttime", "closetime"}
 _INDEX_VALUE_TYPES: dict[IndexType, tuple[Any, ...]] = {
     IndexType.KEYWORD: (str,),
     IndexType.FULL_TEXT: (str,),
@@ -233,7 +233,7 @@ class Registry:
                 raise DefinitionError(
                     f"{flow_type}: index key {key!r} must be an identifier (letters, digits, _)"
                 )
-            if key.lower() in _SYSTEM_FIELDS:
+            if is_system_field(key):
                 raise DefinitionError(
                     f"{flow_type}: index key {key!r} is a reserved system field of SearchFlows"
                 )

@@ -160,7 +160,7 @@ class Runtime:
                     None
                     if state.index is None or state.index_key is None
                     else index_write(
-                        state.index_key, state.index.type.value, value, state_key(name, instance)
+                        state.index_key, state.index.type, value, state_key(name, instance)
                     )
                 )
                 staged.append(AttributeWrite(name, instance, text, index=index))

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, bindparam, delete, insert
 from engine._storage import tables as t
 from engine._storage.records import AttributeWrite, IndexWrite
 from engine._storage.search.compiler import parse_datetime
+from engine.attribute import IndexType
 from engine.errors import InvalidArgumentError
 
 MAX_KEYWORD_LENGTH = 2048
@@ -30,7 +31,7 @@ MAX_TEXT_LENGTH = 65_536
 _INT64 = (-(2**63), 2**63 - 1)
 
 
-def index_write(key: str, index_type: str, value: Any, what: str) -> IndexWrite:
+def index_write(key: str, index_type: IndexType, value: Any, what: str) -> IndexWrite:
     """Return the index write for a staged ``value`` (None removes the key's value).
 
     ``value`` is the validated Python value the handler wrote; a value the index type cannot
@@ -44,37 +45,37 @@ def index_write(key: str, index_type: str, value: Any, what: str) -> IndexWrite:
             f"{what}: cannot index {value!r} under {index_type} key {key!r}: {reason}", field=what
         )
 
-    if index_type in ("KEYWORD", "FULL_TEXT"):
+    if index_type in (IndexType.KEYWORD, IndexType.FULL_TEXT):
         if not isinstance(value, str):
             raise refuse("expected a string")
-        limit = MAX_KEYWORD_LENGTH if index_type == "KEYWORD" else MAX_TEXT_LENGTH
+        limit = MAX_KEYWORD_LENGTH if index_type == IndexType.KEYWORD else MAX_TEXT_LENGTH
         if len(value) > limit:
             raise refuse(f"longer than {limit} characters")
         return IndexWrite(key, index_type, _json(value), text=value)
-    if index_type == "KEYWORD_ARRAY":
+    if index_type == IndexType.KEYWORD_ARRAY:
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise refuse("expected a list of strings")
         if any(len(v) > MAX_KEYWORD_LENGTH for v in value):
             raise refuse(f"an element is longer than {MAX_KEYWORD_LENGTH} characters")
         return IndexWrite(key, index_type, _json(list(value)), items=tuple(dict.fromkeys(value)))
-    if index_type == "BOOL":
+    if index_type == IndexType.BOOL:
         if not isinstance(value, bool):
             raise refuse("expected a boolean")
         return IndexWrite(key, index_type, _json(value), number=int(value))
-    if index_type == "INT":
+    if index_type == IndexType.INT:
         if isinstance(value, bool) or not isinstance(value, int):
             raise refuse("expected an integer")
         if not _INT64[0] <= value <= _INT64[1]:
             raise refuse("outside the 64-bit range")
         return IndexWrite(key, index_type, _json(value), number=value)
-    if index_type == "DOUBLE":
+    if index_type == IndexType.DOUBLE:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise refuse("expected a number")
         real = float(value)
         if not math.isfinite(real):
             raise refuse("numbers must be finite")
         return IndexWrite(key, index_type, _json(value), real=real)
-    if index_type == "DATETIME":
+    if index_type == IndexType.DATETIME:
         if isinstance(value, datetime):
             moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
             micros = parse_datetime(moment.isoformat())
@@ -136,14 +137,14 @@ def apply_index_writes(conn: Connection, run_id: str, writes: Iterable[Attribute
                     "key": w.key,
                     "type": w.type,
                     "value": w.value,
-                    "text_value": w.text if w.type == "KEYWORD" else None,
+                    "text_value": w.text if w.type == IndexType.KEYWORD else None,
                     "int_value": w.number,
                     "real_value": w.real,
                 }
                 for w in sets
             ],
         )
-    arrays = [w for w in latest.values() if w.type == "KEYWORD_ARRAY"]
+    arrays = [w for w in latest.values() if w.type == IndexType.KEYWORD_ARRAY]
     if arrays:
         conn.execute(
             delete(kw).where(kw.c.run_id == bindparam("r"), kw.c.key == bindparam("k")),
@@ -152,7 +153,7 @@ def apply_index_writes(conn: Connection, run_id: str, writes: Iterable[Attribute
         items = [{"run_id": run_id, "key": w.key, "value": v} for w in arrays for v in w.items]
         if items:
             conn.execute(insert(kw), items)
-    texts = [w for w in latest.values() if w.type == "FULL_TEXT"]
+    texts = [w for w in latest.values() if w.type == IndexType.FULL_TEXT]
     if texts:
         # Delete then insert (not update) so the full-text index sees one plain change per row.
         conn.execute(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.attribute import IndexType
+
 RUNNING = "RUNNING"
 COMPLETED = "COMPLETED"
 FAILED = "FAILED"
@@ -31,7 +33,7 @@ class IndexWrite:
     """
 
     key: str
-    type: str
+    type: IndexType
     value: str | None
     text: str | None = None
     number: int | None = None

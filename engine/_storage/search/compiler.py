@@ -30,6 +30,7 @@ from sqlalchemy import and_, func, not_, or_, select, true
 from engine._storage import tables as t
 from engine._storage.records import CANCELED, COMPLETED, FAILED, RUNNING, TERMINATED, TIMED_OUT
 from engine._storage.search import fulltext
+from engine._storage.search.fields import SYSTEM_FIELDS
 from engine._storage.search.parser import (
     And,
     Between,
@@ -45,31 +46,27 @@ from engine._storage.search.parser import (
     Query,
     StartsWith,
 )
+from engine.attribute import IndexType
 from engine.errors import InvalidQueryError
 
-KEYWORD = "KEYWORD"
-FULL_TEXT = "FULL_TEXT"
-KEYWORD_ARRAY = "KEYWORD_ARRAY"
-INT = "INT"
-DOUBLE = "DOUBLE"
-BOOL = "BOOL"
-DATETIME = "DATETIME"
+KEYWORD = IndexType.KEYWORD
+FULL_TEXT = IndexType.FULL_TEXT
+KEYWORD_ARRAY = IndexType.KEYWORD_ARRAY
+INT = IndexType.INT
+DOUBLE = IndexType.DOUBLE
+BOOL = IndexType.BOOL
+DATETIME = IndexType.DATETIME
 
 STATUSES = (RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT)
 INT64_MAX = 2**63 - 1
 
-# name -> (type, column of runs); CloseTime is NULL while the run is open.
-SYSTEM_FIELDS: dict[str, tuple[str, Any]] = {
-    "FlowType": (KEYWORD, t.runs.c.flow_type),
-    "FlowId": (KEYWORD, t.runs.c.flow_id),
-    "RunId": (KEYWORD, t.runs.c.run_id),
-    "Status": (KEYWORD, t.runs.c.status),
-    "StartTime": (DATETIME, t.runs.c.started_at),
-    "CloseTime": (DATETIME, t.runs.c.closed_at),
-}
+
+def _system_column(name: str) -> Any:
+    return t.runs.c[SYSTEM_FIELDS[name].column]
+
 
 _ORDERED = ("=", "!=", "<", "<=", ">", ">=", "IN", "BETWEEN", "IS NULL")
-_OPERATORS: dict[str, tuple[str, ...]] = {
+_OPERATORS: dict[IndexType, tuple[str, ...]] = {
     KEYWORD: (*_ORDERED, "STARTS_WITH"),
     KEYWORD_ARRAY: ("=", "!=", "IN", "STARTS_WITH", "IS NULL"),
     FULL_TEXT: ("=", "!=", "IS NULL"),
@@ -106,8 +103,8 @@ class Compiled:
     order: tuple[OrderKey, ...]
 
 
-def compile_query(query: Query, key_types: Mapping[str, str]) -> Compiled:
-    """Compile ``query``; ``key_types`` maps each declared index key to its IndexType value."""
+def compile_query(query: Query, key_types: Mapping[str, IndexType]) -> Compiled:
+    """Compile ``query``; ``key_types`` maps each declared index key to its IndexType."""
     compiler = _Compiler(key_types)
     where = true() if query.where is None else compiler.node(query.where)
     return Compiled(where, order_keys(query.order))
@@ -137,7 +134,7 @@ def order_keys(items: tuple[OrderItem, ...]) -> tuple[OrderKey, ...]:
                 field="query",
             )
         seen.add(item.field)
-        kind, column = SYSTEM_FIELDS[item.field]
+        kind, column = SYSTEM_FIELDS[item.field].type, _system_column(item.field)
         if item.field == "CloseTime":
             # An open run has not closed yet: it sorts as if it closed at the end of time.
             column = func.coalesce(column, INT64_MAX)
@@ -148,7 +145,7 @@ def order_keys(items: tuple[OrderItem, ...]) -> tuple[OrderKey, ...]:
 
 
 class _Compiler:
-    def __init__(self, key_types: Mapping[str, str]) -> None:
+    def __init__(self, key_types: Mapping[str, IndexType]) -> None:
         self.key_types = key_types
 
     # -- structure ----------------------------------------------------------------------------
@@ -203,7 +200,7 @@ class _Compiler:
         self.check_operator(node.field, kind, _operator_name(node), node.position)
         return node.field, self.condition(_VALUE_COLUMN[kind], node, kind)
 
-    def key_rows(self, field: str, kind: str, condition: Any) -> Any:
+    def key_rows(self, field: str, kind: IndexType, condition: Any) -> Any:
         """``run_id IN`` the runs whose ``field`` value satisfies ``condition``."""
         sv = t.search_values
         return t.runs.c.run_id.in_(
@@ -212,9 +209,9 @@ class _Compiler:
 
     # -- fields and values --------------------------------------------------------------------
 
-    def field_type(self, name: str, position: int) -> str:
+    def field_type(self, name: str, position: int) -> IndexType:
         if name in SYSTEM_FIELDS:
-            return SYSTEM_FIELDS[name][0]
+            return SYSTEM_FIELDS[name].type
         found = self.key_types.get(name)
         if found is None:
             known = [*SYSTEM_FIELDS, *sorted(self.key_types)]
@@ -228,7 +225,7 @@ class _Compiler:
             )
         return found
 
-    def value(self, field: str, kind: str, lit: Literal) -> Any:
+    def value(self, field: str, kind: IndexType, lit: Literal) -> Any:
         """Convert a literal to the field's stored form, or raise a type mismatch."""
         v = lit.value
         if kind in (KEYWORD, KEYWORD_ARRAY, FULL_TEXT):
@@ -256,7 +253,7 @@ class _Compiler:
                 return micros
         raise _mismatch(field, lit, "an ISO-8601 date-time string such as '2025-01-31T12:00:00Z'")
 
-    def check_operator(self, field: str, kind: str, op: str, position: int) -> None:
+    def check_operator(self, field: str, kind: IndexType, op: str, position: int) -> None:
         if op not in _OPERATORS[kind]:
             allowed = ", ".join(_OPERATORS[kind])
             raise InvalidQueryError(
@@ -283,14 +280,14 @@ class _Compiler:
             return self.full_text(node)
         return self.key_rows(node.field, kind, self.condition(_VALUE_COLUMN[kind], node, kind))
 
-    def present(self, field: str, kind: str) -> Any:
+    def present(self, field: str, kind: IndexType) -> Any:
         if field in SYSTEM_FIELDS:
-            column = SYSTEM_FIELDS[field][1]
+            column = _system_column(field)
             return column.is_not(None) if field == "CloseTime" else true()
         sv = t.search_values
         return t.runs.c.run_id.in_(select(sv.c.run_id).where(sv.c.key == field, sv.c.type == kind))
 
-    def condition(self, column: Any, node: Predicate, kind: str) -> Any:
+    def condition(self, column: Any, node: Predicate, kind: IndexType) -> Any:
         """The comparison itself, on a column that holds the field's stored form."""
         if isinstance(node, Compare):
             value = self.value(node.field, kind, node.value)
@@ -313,9 +310,9 @@ class _Compiler:
         assert isinstance(node, StartsWith)
         return starts_with(column, self.value(node.field, kind, node.value))
 
-    def system(self, node: Predicate, kind: str) -> Any:
+    def system(self, node: Predicate, kind: IndexType) -> Any:
         assert not isinstance(node, IsNull)
-        column = SYSTEM_FIELDS[node.field][1]
+        column = _system_column(node.field)
         condition = self.condition(column, node, kind)
         if node.field == "CloseTime":
             # Two-valued even for open runs (NULL), so NOT stays an exact complement.
@@ -410,4 +407,4 @@ def _successor(prefix: str) -> str | None:
     return None
 
 
-__all__ = ["SYSTEM_FIELDS", "Compiled", "OrderKey", "compile_query", "order_keys"]
+__all__ = ["Compiled", "OrderKey", "compile_query", "order_keys"]

@@ -17,6 +17,7 @@ from engine._storage.reads import target_run
 from engine._storage.search import paging
 from engine._storage.search.compiler import Compiled, OrderKey, compile_query
 from engine._storage.search.parser import And, Compare, Literal, parse
+from engine.attribute import IndexType
 from engine.errors import InvalidArgumentError, InvalidQueryError
 
 
@@ -41,7 +42,7 @@ class SearchResult:
     next_page_token: str
 
 
-def prepare(text: str, key_types: dict[str, str], flow_type: str | None = None) -> Compiled:
+def prepare(text: str, key_types: dict[str, IndexType], flow_type: str | None = None) -> Compiled:
     """Parse and compile ``text``; with ``flow_type`` the filter is confined to that Flow type.
 
     The scope is combined with the parsed filter as a tree (``FlowType = x AND (filter)``), so
@@ -56,7 +57,9 @@ def prepare(text: str, key_types: dict[str, str], flow_type: str | None = None) 
 
 
 @lru_cache(maxsize=256)
-def _prepare(text: str, key_types: tuple[tuple[str, str], ...], flow_type: str | None) -> Compiled:
+def _prepare(
+    text: str, key_types: tuple[tuple[str, IndexType], ...], flow_type: str | None
+) -> Compiled:
     query = parse(text)
     if flow_type is not None:
         scope = Compare("FlowType", "=", Literal(flow_type, 0), 0)
@@ -68,7 +71,7 @@ def _prepare(text: str, key_types: tuple[tuple[str, str], ...], flow_type: str |
 async def search_runs(
     db: AsyncEngine,
     text: str,
-    key_types: dict[str, str],
+    key_types: dict[str, IndexType],
     *,
     page_size: int,
     page_token: str,
