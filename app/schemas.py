@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -191,10 +191,73 @@ class HistoryResponse(Wire):
     next_page_token: str
 
 
+class StepTypeInfo(Wire):
+    """A Step type: its input schema, whether it waits, and the locks of each phase."""
+
+    step_type: str
+    input_schema: dict[str, Any]
+    has_wait_for: bool
+    wait_for_locks: list[str]
+    execute_locks: list[str]
+
+
+class RPCInfo(Wire):
+    """An RPC: its input and output JSON schemas, locks, transactionality and timeout."""
+
+    name: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    lock_attributes: list[str]
+    is_transactional: bool
+    timeout_seconds: float
+
+
+class IndexInfo(Wire):
+    """How an Attribute is searchable: its index type and key."""
+
+    type: str
+    key: str | None
+
+
+class AttributeInfo(Wire):
+    """An Attribute or AttributeMap with its value schema and index."""
+
+    name: str
+    kind: Literal["Attribute", "AttributeMap"]
+    value_schema: dict[str, Any] = Field(alias="schema")
+    hard_delete_on_null: bool
+    index: IndexInfo | None
+
+
+class StreamInfo(Wire):
+    """A Stream with its value schema and declared capacity (null: the server's default)."""
+
+    name: str
+    value_schema: dict[str, Any] = Field(alias="schema")
+    stream_capacity_bytes: int | None
+
+
+class FlowTypeInfo(Wire):
+    """A registered Flow type: its start Step, Steps, RPCs, Attributes and Streams."""
+
+    flow_type: str
+    start_step: str | None
+    input_schema: dict[str, Any]
+    steps: list[StepTypeInfo]
+    rpcs: list[RPCInfo]
+    attributes: list[AttributeInfo]
+    streams: list[StreamInfo]
+
+    @classmethod
+    def of(cls, described: engine.FlowTypeDescription) -> FlowTypeInfo:
+        """Return the wire form of a described Flow type."""
+        return cls.model_validate(described, from_attributes=True)
+
+
 class FlowTypesResponse(Wire):
     """The registry: Flow types with Steps, RPCs (with JSON schemas), state and indexes."""
 
-    flow_types: list[dict[str, Any]]
+    flow_types: list[FlowTypeInfo]
 
 
 class HealthResponse(Wire):

@@ -45,17 +45,24 @@ from engine.options import (
     StartFlowOptions,
     StopType,
 )
+from engine.outputs import Heartbeat, StepOutput, StreamWrite
 from engine.registry import Registry
 from engine.results import (
+    AttributeDescription,
     AttributeMatch,
     AttributeValues,
     FlowInfo,
     FlowResult,
+    FlowTypeDescription,
     HistoryEvent,
     HistoryPage,
+    IndexDescription,
+    RPCDescription,
     SearchPage,
     StartFlowResult,
     StepCompletion,
+    StepTypeDescription,
+    StreamDescription,
 )
 from engine.step import (
     RetryPolicy,
@@ -74,13 +81,10 @@ from engine.step import (
 )
 from engine.stream import (
     BufferedTextWriter,
-    Heartbeat,
-    StepOutput,
     Stream,
     StreamMessage,
     StreamMessagePage,
     StreamStoreConfig,
-    StreamWrite,
 )
 from engine.timer import Timer
 from engine.values import to_json_data
@@ -88,6 +92,7 @@ from engine.wait import Wait, WaitMode
 
 __all__ = [
     "Attribute",
+    "AttributeDescription",
     "AttributeIndex",
     "AttributeLock",
     "AttributeMap",
@@ -113,11 +118,13 @@ __all__ = [
     "FlowNotFoundError",
     "FlowResult",
     "FlowTimeoutHandlerOptions",
+    "FlowTypeDescription",
     "FlowTypeNotFoundError",
     "Heartbeat",
     "HistoryEvent",
     "HistoryPage",
     "IdReusePolicy",
+    "IndexDescription",
     "IndexType",
     "InvalidArgumentError",
     "InvalidPageTokenError",
@@ -127,6 +134,7 @@ __all__ = [
     "MatchOperator",
     "NotFoundError",
     "ProgrammingError",
+    "RPCDescription",
     "RPCHandlerError",
     "RPCInvokeOptions",
     "RPCLockConflictError",
@@ -147,8 +155,10 @@ __all__ = [
     "StepOptions",
     "StepOutput",
     "StepResult",
+    "StepTypeDescription",
     "StopType",
     "Stream",
+    "StreamDescription",
     "StreamMessage",
     "StreamMessagePage",
     "StreamNotFoundError",

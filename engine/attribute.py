@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from engine._staging import staging
 from engine.errors import DefinitionError, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -129,15 +130,15 @@ class Attribute(_State[T]):
 
     def get(self, context: Context) -> T | None:
         """Return the value visible to this invocation, or None when unset."""
-        return context.read(self, None)  # type: ignore[no-any-return]
+        return staging(context).read_value(self, None)  # type: ignore[no-any-return]
 
     def set(self, context: Context, value: T) -> None:
         """Stage a write; None deletes the value."""
-        context.write(self, None, value)
+        staging(context).stage_value(self, None, value)
 
     def delete(self, context: Context) -> None:
         """Stage a deletion (permanent for a hard-delete Attribute)."""
-        context.write(self, None, None)
+        staging(context).stage_value(self, None, None)
 
     def lock(self) -> AttributeLock:
         """Return the lock on this Attribute, for RPC and Step lock declarations."""
@@ -151,19 +152,20 @@ class AttributeMap(_State[T]):
 
     def get(self, context: Context, key: str) -> T | None:
         """Return one instance's value; raises AttributeMapNotLoadedError unless loaded."""
-        return context.read(self, check_instance_key(key, "key"))  # type: ignore[no-any-return]
+        value = staging(context).read_value(self, check_instance_key(key, "key"))
+        return value  # type: ignore[no-any-return]
 
     def set(self, context: Context, key: str, value: T) -> None:
         """Stage a write of one instance; None deletes it."""
-        context.write(self, check_instance_key(key, "key"), value)
+        staging(context).stage_value(self, check_instance_key(key, "key"), value)
 
     def delete(self, context: Context, key: str) -> None:
         """Stage the deletion of one instance."""
-        context.write(self, check_instance_key(key, "key"), None)
+        staging(context).stage_value(self, check_instance_key(key, "key"), None)
 
     def items(self, context: Context) -> dict[str, T]:
         """Return every instance; needs a whole-map load."""
-        return context.read_all(self)
+        return staging(context).read_map(self)
 
     def lock(self, key: str) -> AttributeLock:
         """Return the lock on one instance."""

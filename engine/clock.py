@@ -6,6 +6,14 @@ import asyncio
 import heapq
 import itertools
 import time
+from typing import Protocol
+
+
+class IdleProbe(Protocol):
+    """What a clock needs of an engine to skip time: whether it has work in hand."""
+
+    async def wait_idle(self) -> None:
+        """Return once no Step, commit or timer is due."""
 
 
 class Clock:
@@ -19,14 +27,26 @@ class Clock:
         """Sleep for ``seconds`` of this clock's time."""
         await asyncio.sleep(max(0.0, seconds))
 
+    def attach(self, engine: IdleProbe) -> None:
+        """Hear of an engine that runs on this clock (a ManualClock skips time for it)."""
+
+    def detach(self, engine: IdleProbe) -> None:
+        """Forget an engine that closed."""
+
 
 class ManualClock(Clock):
-    """A clock that moves only when told to; sleepers wake when it passes their deadline."""
+    """A clock that moves only when told to; sleepers wake when it passes their deadline.
+
+    In the spirit of Temporal's time-skipping test environment, :meth:`advance_when_idle`
+    waits until every engine on the clock has nothing left to do at the current time, then
+    jumps to the next deadline (or by a given amount), settling again at each deadline passed.
+    """
 
     def __init__(self, start: float = 1_800_000_000.0) -> None:
         self._now = start
         self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._counter = itertools.count()
+        self._engines: list[IdleProbe] = []
 
     def now(self) -> float:
         """Return the clock's current time."""
@@ -41,6 +61,15 @@ class ManualClock(Clock):
         heapq.heappush(self._sleepers, (self._now + seconds, next(self._counter), future))
         await future
 
+    def attach(self, engine: IdleProbe) -> None:
+        """Include ``engine`` when waiting for idleness."""
+        self._engines.append(engine)
+
+    def detach(self, engine: IdleProbe) -> None:
+        """Stop waiting for ``engine``."""
+        if engine in self._engines:
+            self._engines.remove(engine)
+
     def advance(self, seconds: float) -> None:
         """Move time forward and wake every sleeper whose deadline has passed."""
         self._now += seconds
@@ -48,6 +77,39 @@ class ManualClock(Clock):
             _, _, future = heapq.heappop(self._sleepers)
             if not future.done():
                 future.set_result(None)
+
+    def next_deadline(self) -> float | None:
+        """Return the earliest deadline a sleeper still waits for, or None."""
+        while self._sleepers and self._sleepers[0][2].done():
+            heapq.heappop(self._sleepers)  # a sleep that was cancelled
+        return self._sleepers[0][0] if self._sleepers else None
+
+    async def settle(self) -> None:
+        """Wait until every engine on this clock is idle at the current time."""
+        for engine in list(self._engines):
+            await engine.wait_idle()
+
+    async def advance_when_idle(self, seconds: float | None = None) -> float:
+        """Skip time once the engines are idle; return the new time.
+
+        With ``seconds`` the clock moves that far, stopping at each deadline on the way to let
+        what it wakes run (and schedule more); without, it moves to the next deadline only,
+        staying put when nobody sleeps. It returns once the engines are idle again.
+        """
+        await self.settle()
+        if seconds is None:
+            deadline = self.next_deadline()
+            if deadline is None:
+                return self._now
+            target = deadline
+        else:
+            target = self._now + max(0.0, seconds)
+        while (deadline := self.next_deadline()) is not None and deadline <= target:
+            self.advance(max(0.0, deadline - self._now))
+            await self.settle()
+        self.advance(target - self._now)
+        await self.settle()
+        return self._now
 
 
 def to_micros(seconds: float) -> int:

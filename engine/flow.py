@@ -8,15 +8,13 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Generic, TypeVar, overload
 
+from engine._rpc_definition import DEFAULT_RPC_TIMEOUT, RPC_MARKER, RPCDefinition
 from engine.attribute import AttributeLock, AttributeMap, AttributeMapLoad, _State
 from engine.errors import DefinitionError
 from engine.step import Step, StepList, StepMovement, _step_class
 
 I = TypeVar("I")  # noqa: E741
 O = TypeVar("O")  # noqa: E741
-
-DEFAULT_RPC_TIMEOUT = timedelta(seconds=60)
-RPC_MARKER = "__dexlite_rpc__"
 
 
 class Flow(Generic[I]):
@@ -66,27 +64,6 @@ class RPCResult(Generic[O]):
     def with_canceling_steps(self, *steps: type[Step[Any]]) -> RPCResult[O]:
         """Cancel every active Step of these types when this RPC commits."""
         return replace(self, canceling_steps=self.canceling_steps + tuple(map(_step_class, steps)))
-
-
-@dataclass(frozen=True)
-class RPCDefinition:
-    """The registration-time options of one RPC."""
-
-    name: str
-    function: Callable[..., Any]
-    timeout: timedelta = DEFAULT_RPC_TIMEOUT
-    lock_attributes: tuple[AttributeLock, ...] = ()
-    is_transactional: bool = False
-    load_attribute_maps: tuple[AttributeMap[Any], ...] = ()
-    load_attribute_map_instances: tuple[AttributeMapLoad, ...] = ()
-    takes_input: bool = True
-    input_type: Any = Any
-    output_type: Any = Any
-
-    @property
-    def is_async(self) -> bool:
-        """Return True for an ``async def`` handler."""
-        return inspect.iscoroutinefunction(self.function)
 
 
 @overload
@@ -156,39 +133,3 @@ def rpc(
     if function is not None:
         return decorate(function)
     return decorate
-
-
-def resolve_rpc_types(definition: RPCDefinition) -> RPCDefinition:
-    """Return ``definition`` with its input and output types read from the annotations.
-
-    Runs when the Registry is built, so annotations may name classes defined after the Flow.
-    """
-    fn = definition.function
-    hints = resolve_type_hints(fn, f"RPC {definition.name}")
-    params = list(inspect.signature(fn).parameters.values())
-    input_type: Any = None
-    if definition.takes_input:
-        input_type = hints.get(params[2].name, Any)
-    output_type = hints.get("return", Any)
-    if output_type is RPCResult or getattr(output_type, "__origin__", None) is RPCResult:
-        args = getattr(output_type, "__args__", ())
-        output_type = args[0] if args else Any
-    return replace(
-        definition,
-        input_type=_none_type(input_type),
-        output_type=_none_type(output_type),
-    )
-
-
-def _none_type(annotation: Any) -> Any:
-    return None if annotation is type(None) else annotation
-
-
-def resolve_type_hints(fn: Callable[..., Any], what: str) -> dict[str, Any]:
-    """Return the resolved annotations of ``fn`` or raise DefinitionError naming ``what``."""
-    import typing
-
-    try:
-        return typing.get_type_hints(fn)
-    except Exception as exc:  # an unresolvable annotation is a definition error
-        raise DefinitionError(f"{what}: cannot resolve annotations: {exc}") from exc

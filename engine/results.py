@@ -94,3 +94,70 @@ class AttributeMatch:
 
     matched: bool
     value: Any = None
+
+
+# -- the registry, described (listFlowTypes) --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepTypeDescription:
+    """A Step type: its input schema, whether it waits, and the locks of each phase."""
+
+    step_type: str
+    input_schema: dict[str, Any]
+    has_wait_for: bool
+    wait_for_locks: list[str]
+    execute_locks: list[str]
+
+
+@dataclass(frozen=True)
+class RPCDescription:
+    """An RPC: its input and output JSON schemas, locks, transactionality and timeout."""
+
+    name: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    lock_attributes: list[str]
+    is_transactional: bool
+    timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class IndexDescription:
+    """How an Attribute is searchable: its index type and key."""
+
+    type: str
+    key: str | None
+
+
+@dataclass(frozen=True)
+class AttributeDescription:
+    """An Attribute or AttributeMap (``kind``) with its value schema and index."""
+
+    name: str
+    kind: str
+    schema: dict[str, Any]
+    hard_delete_on_null: bool
+    index: IndexDescription | None
+
+
+@dataclass(frozen=True)
+class StreamDescription:
+    """A Stream with its value schema and declared capacity (None: the server's default)."""
+
+    name: str
+    schema: dict[str, Any]
+    stream_capacity_bytes: int | None
+
+
+@dataclass(frozen=True)
+class FlowTypeDescription:
+    """A registered Flow type: its start Step, Steps, RPCs, Attributes and Streams."""
+
+    flow_type: str
+    start_step: str | None
+    input_schema: dict[str, Any]
+    steps: list[StepTypeDescription]
+    rpcs: list[RPCDescription]
+    attributes: list[AttributeDescription]
+    streams: list[StreamDescription]

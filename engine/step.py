@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Generator, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from engine._outcomes import DecisionKind
 from engine.attribute import AttributeLock, AttributeMapLoad
 from engine.errors import DefinitionError
 
@@ -41,9 +41,6 @@ class RetryPolicy:
         return min(delay, self.max_interval.total_seconds())
 
 
-NO_RETRY = RetryPolicy(max_attempts=1)
-
-
 @dataclass(frozen=True)
 class StepOptions:
     """Per-method locks, loads and retries of a Step (returned by ``get_step_options``)."""
@@ -62,7 +59,9 @@ class StepOptions:
 class Step(Generic[I]):
     """One unit of a Flow. Override ``execute``; optionally ``wait_for`` and options.
 
-    After registration ``self.flow`` is the Flow instance the Step belongs to.
+    A Step may define ``wait_for(self, context, input) -> Wait`` (``def`` or ``async def``);
+    ``execute`` then runs once the Wait holds. After registration ``self.flow`` is the Flow
+    instance the Step belongs to.
     """
 
     flow: Any
@@ -79,12 +78,6 @@ class Step(Generic[I]):
     def step_type(cls) -> str:
         """Return the Step type name (the class name)."""
         return cls.__name__
-
-
-# ``wait_for`` is looked up with getattr so that a Step without one skips waiting.
-def declared_wait_for(step: Step[Any]) -> Any:
-    """Return the Step's ``wait_for`` method, or None when it declares none."""
-    return getattr(step, "wait_for", None)
 
 
 @dataclass(frozen=True)
@@ -105,16 +98,6 @@ def _step_class(step: type[Step[Any]] | Step[Any]) -> type[Step[Any]]:
     if not issubclass(cls, Step):
         raise DefinitionError(f"{step!r} is not a Step")
     return cls
-
-
-class DecisionKind(enum.StrEnum):
-    """What a StepDecision does to the Flow."""
-
-    GO_TO = "GO_TO"
-    GRACEFUL_COMPLETE = "GRACEFUL_COMPLETE"
-    FORCE_COMPLETE = "FORCE_COMPLETE"
-    FORCE_FAIL = "FORCE_FAIL"
-    DEAD_END = "DEAD_END"
 
 
 @dataclass(frozen=True)

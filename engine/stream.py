@@ -8,74 +8,28 @@ result, so a later failure of the Step does not take it back.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from engine import _codec
-from engine._runtime.signals import StepCanceled
+from engine._staging import StreamSender, staging
 from engine.attribute import check_state_name
 from engine.errors import DefinitionError, InvalidArgumentError
+from engine.outputs import StepOutput, StreamWrite
 
 if TYPE_CHECKING:
-    import asyncio
-
-    from engine._runtime.step_io import StepIO
     from engine.context import Context
     from engine.flow import Flow
 
 T = TypeVar("T")
-
-log = logging.getLogger("dexlite.streams")
 
 #: How often the buffered text writer emits its batch, in seconds of the engine's clock.
 DEFAULT_FLUSH_INTERVAL_SECONDS = 1.0
 #: The buffered text writer emits its batch once it holds this many UTF-8 bytes (soft: a chunk
 #: is never split, so a batch may exceed it by one chunk).
 DEFAULT_FLUSH_THRESHOLD_BYTES = 16 * 1024
-
-
-class StepOutput:
-    """Something a Step invocation sends while it runs: a Stream write or a heartbeat.
-
-    Sync generator Steps yield these; ``async def`` Steps just make them (they are sent at
-    once). Delivering the same output twice sends it once.
-    """
-
-    __slots__ = ("_delivered",)
-
-    def __init__(self) -> None:
-        self._delivered = False
-
-
-class StreamWrite(StepOutput):
-    """One message a Step wrote to a Stream (already encoded as JSON text)."""
-
-    __slots__ = ("stream", "text")
-
-    def __init__(self, stream: Stream[Any], text: str) -> None:
-        super().__init__()
-        self.stream = stream
-        self.text = text
-
-    def __repr__(self) -> str:
-        return f"StreamWrite({self.stream.name!r}, {self.text[:40]!r})"
-
-
-class Heartbeat(StepOutput):
-    """An explicit heartbeat carrying ``details``; every Stream write is an implicit one that
-    keeps the last explicit ``details``."""
-
-    __slots__ = ("details",)
-
-    def __init__(self, details: Any = None) -> None:
-        super().__init__()
-        self.details = details
-
-    def __repr__(self) -> str:
-        return f"Heartbeat({self.details!r})"
 
 
 @dataclass(frozen=True)
@@ -184,10 +138,10 @@ class Stream(Generic[T]):
         disabled, full or rejecting Stream Store drops the message without failing the Step.
         RPC handlers cannot write through their Context: use ``Engine.write_stream``.
         """
-        io = step_io_of(context, self)
+        sender = staging(context).stream_sender(self)
         value = _codec.validate(self.value_type, value, what=f"Stream {self.name!r}", strict=True)
-        output = StreamWrite(self, _codec.encode(value))
-        io.deliver(output)
+        output = StreamWrite(self.name, _codec.encode(value))
+        sender.deliver(output)
         return output
 
     def buffered_text(
@@ -206,21 +160,6 @@ class Stream(Generic[T]):
         )
 
 
-def step_io_of(context: Context, stream: Stream[Any]) -> StepIO:
-    """Return the Step invocation's Stream sender, or raise a clear error for RPCs."""
-    io: StepIO | None = getattr(context, "step_io", None)
-    if io is None:
-        where = f"RPC {context.rpc_name}" if getattr(context, "rpc_name", None) else "this Context"
-        raise DefinitionError(
-            f"Stream {stream.name!r} cannot be written from {where}: RPC handlers cannot write "
-            "Streams through their Context; use Engine.write_stream with a source instead"
-        )
-    if context.is_cancellation_requested():
-        raise StepCanceled()
-    io.check(stream)
-    return io
-
-
 class BufferedTextWriter:
     """Joins text chunks of a ``Stream[str]`` into batches (for example LLM deltas).
 
@@ -229,9 +168,9 @@ class BufferedTextWriter:
     invocation ends. Text is preserved exactly: chunks are never split or altered, empty chunks
     are ignored and an empty buffer emits nothing (no message, no heartbeat).
 
-    ``async def`` Steps just call :meth:`write`; a timer emits due batches. Sync generator
-    Steps have no timer: time is checked on each write, so ``yield from writer.write(chunk)``
-    and end with ``yield from writer.flush()``.
+    ``async def`` Steps just call :meth:`write`; the runtime emits due batches on a timer.
+    Sync generator Steps have no timer: time is checked on each write, so
+    ``yield from writer.write(chunk)`` and end with ``yield from writer.flush()``.
     """
 
     def __init__(
@@ -249,7 +188,7 @@ class BufferedTextWriter:
             )
         if not flush_interval_seconds > 0 or flush_threshold_bytes < 1:
             raise InvalidArgumentError("flush interval and threshold must be positive")
-        self._io = step_io_of(context, stream)
+        self._sender: StreamSender = staging(context).stream_sender(stream)
         self._stream = stream
         self._context = context
         self._interval = flush_interval_seconds
@@ -257,8 +196,18 @@ class BufferedTextWriter:
         self._chunks: list[str] = []
         self._size = 0
         self._closed = False
-        self._last_emit = self._io.clock.now()
-        self._timer: asyncio.Task[None] | None = self._io.register_writer(self)
+        self._last_emit = self._sender.clock.now()
+        self._sender.register_writer(self)
+
+    @property
+    def closed(self) -> bool:
+        """Return True once the invocation has ended (nothing more is accepted)."""
+        return self._closed
+
+    @property
+    def next_flush_at(self) -> float:
+        """Return the clock time at which the buffered batch is due."""
+        return self._last_emit + self._interval
 
     def write(self, chunk: str) -> list[StepOutput]:
         """Buffer ``chunk``; return the batches this write emitted (yield from them)."""
@@ -278,7 +227,7 @@ class BufferedTextWriter:
 
     def flush(self) -> list[StepOutput]:
         """Emit the buffered batch now, if there is one."""
-        self._last_emit = self._io.clock.now()
+        self._last_emit = self._sender.clock.now()
         if not self._chunks:
             return []
         text = "".join(self._chunks)
@@ -287,26 +236,15 @@ class BufferedTextWriter:
         return [self._stream.write(self._context, text)]
 
     def _due(self) -> bool:
-        return self._io.clock.now() - self._last_emit >= self._interval
+        return self._sender.clock.now() - self._last_emit >= self._interval
 
-    async def run_timer(self) -> None:
-        """Emit due batches on the engine clock (``async def`` Steps only)."""
-        clock = self._io.clock
-        while not self._closed:
-            await clock.sleep(self._last_emit + self._interval - clock.now())
-            if self._closed:
-                return
-            if self._due():
-                try:
-                    self.flush()
-                except StepCanceled:
-                    return
-                except Exception:  # a best-effort batch must not crash the timer task
-                    log.exception("could not flush a buffered Stream writer")
-                    return
+    def flush_if_due(self) -> None:
+        """Emit the batch when the flush interval has passed (the runtime's timer calls it)."""
+        if not self._closed and self._due():
+            self.flush()
 
     def close(self) -> None:
-        """Stop the timer and emit the tail; called when the invocation ends."""
+        """Emit the tail and accept nothing more; called when the invocation ends."""
         if self._closed:
             return
         try:
@@ -315,8 +253,6 @@ class BufferedTextWriter:
                 self.flush()
         finally:
             self._closed = True
-            if self._timer is not None:
-                self._timer.cancel()
 
 
 def collect_streams(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from app.deps import EngineDep
-from app.schemas import FlowTypesResponse, HealthResponse
+from app.schemas import FlowTypeInfo, FlowTypesResponse, HealthResponse
 
 router = APIRouter()
 
@@ -18,7 +18,7 @@ router = APIRouter()
 )
 async def list_flow_types(eng: EngineDep) -> FlowTypesResponse:
     """List the registered Flow types with their Steps, RPCs, Attributes and indexes."""
-    return FlowTypesResponse(flow_types=eng.list_flow_types())
+    return FlowTypesResponse(flow_types=[FlowTypeInfo.of(d) for d in eng.list_flow_types()])
 
 
 @router.get("/healthz", operation_id="health", response_model=HealthResponse, tags=["Health"])

@@ -34,8 +34,8 @@ class _FlowLocks:
     waiters: list[_Waiter] = field(default_factory=list)
 
 
-class LockManager:
-    """Holds the Attribute locks of every Flow ID run by this engine."""
+class MemoryLockTable:
+    """Holds the Attribute locks of every Flow ID run by this engine (the in-process LockTable)."""
 
     def __init__(self) -> None:
         self._flows: dict[str, _FlowLocks] = {}
@@ -51,7 +51,7 @@ class LockManager:
         locks = self._flows.get(flow_id)
         return locks.holders.get(key) if locks else None
 
-    def acquire_for_rpc(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
+    async def acquire_for_rpc(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
         """Take every key at once or raise RPCLockConflictError naming the first held key."""
         wanted = sorted(set(keys))
         if not wanted:

@@ -1,10 +1,9 @@
 """WaitForAttributeMatch: wait until a singleton Attribute or one AttributeMap instance satisfies a
 scalar comparison.
 
-Waiters are woken from the commit path (``Runtime.after_commit`` and the few commits that do not
-go through it), with the values the commit wrote: there is no polling loop against the database.
-A waiter registers before it reads the current value, so a commit cannot slip between the read
-and the wait unseen: it either is in the read or wakes the waiter.
+Waiters are woken by the commit listener with the values each commit wrote: there is no polling
+loop against the database. A waiter registers before it reads the current value, so a commit
+cannot slip between the read and the wait unseen: it either is in the read or wakes the waiter.
 """
 
 from __future__ import annotations
@@ -14,18 +13,19 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine import _codec
+from engine._runtime.names import check_id
+from engine._runtime.ports import Database
+from engine._runtime.snapshots import Snapshots
 from engine._storage import reads
-from engine._storage.records import AttributeWrite
+from engine._storage.records import AttributeWrite, LoadPlan
 from engine.attribute import _State, check_instance_key
 from engine.errors import FlowNotActiveOrNotFoundError, InvalidArgumentError
 from engine.options import MatchOperator
+from engine.registry import Registry
 from engine.results import AttributeMatch
-
-if TYPE_CHECKING:
-    from engine._runtime.runtime import Runtime
 
 MAX_MATCH_WAIT_SECONDS = 60.0
 _ORDERED = (MatchOperator.GT, MatchOperator.GE, MatchOperator.LT, MatchOperator.LE)
@@ -51,10 +51,13 @@ class _Waiter:
             self.future.set_result((_CLOSED, None))
 
 
-class MatchWaiters:
+class AttributeMatches:
     """The open WaitForAttributeMatch calls of this process, by run."""
 
-    def __init__(self) -> None:
+    def __init__(self, registry: Registry, database: Database, snapshots: Snapshots) -> None:
+        self._registry = registry
+        self._database = database
+        self._snapshots = snapshots
         self._by_run: dict[str, set[_Waiter]] = {}
 
     def notify(self, run_id: str, writes: Iterable[AttributeWrite], closed: bool = False) -> None:
@@ -82,6 +85,98 @@ class MatchWaiters:
             waiters.discard(waiter)
             if not waiters:
                 del self._by_run[run_id]
+
+    async def wait(
+        self,
+        flow_id: str,
+        name: str,
+        operator: MatchOperator | str,
+        value: Any,
+        *,
+        instance: str | None,
+        wait_seconds: float,
+    ) -> AttributeMatch:
+        """Wait until the Attribute (or map instance) of the Flow's active run matches.
+
+        Returns the matched current value as soon as a commit makes the comparison true, or
+        ``matched=False`` when the wait ends first; a missing value never matches.
+        """
+        check_id(flow_id, "flowId")
+        if (
+            isinstance(wait_seconds, bool)
+            or not isinstance(wait_seconds, int | float)
+            or not (0 <= wait_seconds <= MAX_MATCH_WAIT_SECONDS)
+        ):
+            raise InvalidArgumentError("waitSeconds must be between 0 and 60", field="waitSeconds")
+        try:
+            op = MatchOperator(operator)
+        except ValueError:
+            raise InvalidArgumentError(
+                "operator must be one of EQ, NE, GT, GE, LT, LE", field="operator"
+            ) from None
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError("name must be a non-empty string", field="name")
+        _check_value(value)
+        run = await reads.load_run(self._database, flow_id)
+        if run is None or not run.is_running:
+            raise _not_active(flow_id)
+        spec = self._registry.spec(run.flow_type)
+        state = spec.state(name)
+        if state is None:
+            raise InvalidArgumentError(
+                f"Flow type {spec.flow_type} declares no Attribute or AttributeMap named {name!r}",
+                field="name",
+            )
+        if state.hard_delete_on_null:
+            raise InvalidArgumentError(
+                f"{name!r} is a hard-delete Attribute; WaitForAttributeMatch rejects it",
+                field="name",
+            )
+        if state.is_map:
+            instance = check_instance_key(instance, "instance")
+        elif instance not in (None, ""):
+            raise InvalidArgumentError(
+                f"{name!r} is an Attribute, not an AttributeMap; omit instance", field="instance"
+            )
+        if op in _ORDERED:
+            numeric = state.value_type in _NUMERIC_TYPES or state.value_type in _LOOSE_TYPES
+            if not numeric or _kind(value) != "number":
+                raise InvalidArgumentError(
+                    f"{op.value} compares int and double values only; {name!r} holds "
+                    f"{getattr(state.value_type, '__name__', state.value_type)} and value is "
+                    f"{_kind(value)}",
+                    field="operator",
+                )
+        # Ordered operators compare numbers as numbers (count > 9.5 is meaningful for an int);
+        # EQ and NE compare with the value read as the Attribute's type.
+        loose = op in _ORDERED or state.value_type in _LOOSE_TYPES
+        target = (
+            value if loose else _codec.validate(state.value_type, value, what="value", strict=False)
+        )
+        key = (name, instance or "")
+        waiter = _Waiter(
+            key, make_predicate(state, op, target), asyncio.get_running_loop().create_future()
+        )
+        self.add(run.run_id, waiter)
+        try:
+            plan = LoadPlan((), (), (key,)) if state.is_map else LoadPlan((name,))
+            snapshot = await self._snapshots.read(flow_id, run.run_id, plan)
+            if snapshot is None or not snapshot.run.is_running:
+                raise _not_active(flow_id)
+            stored = snapshot.values.get(key)
+            waiter.offer(stored.value if stored is not None else None)
+            if not waiter.future.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(waiter.future), wait_seconds)
+                except TimeoutError:
+                    return AttributeMatch(False, None)
+            outcome, text = waiter.future.result()
+            if outcome == _CLOSED:
+                raise _not_active(flow_id)
+            assert text is not None
+            return AttributeMatch(True, json.loads(text))
+        finally:
+            self.remove(run.run_id, waiter)
 
 
 def _not_active(flow_id: str) -> FlowNotActiveOrNotFoundError:
@@ -146,94 +241,3 @@ def make_predicate(
         return same if operator == MatchOperator.EQ else not same
 
     return predicate
-
-
-async def wait_for_match(
-    rt: Runtime,
-    flow_id: str,
-    name: str,
-    operator: MatchOperator | str,
-    value: Any,
-    *,
-    instance: str | None,
-    wait_seconds: float,
-) -> AttributeMatch:
-    """Wait until the Attribute (or map instance) of the Flow's active run matches."""
-    if (
-        isinstance(wait_seconds, bool)
-        or not isinstance(wait_seconds, int | float)
-        or not (0 <= wait_seconds <= MAX_MATCH_WAIT_SECONDS)
-    ):
-        raise InvalidArgumentError("waitSeconds must be between 0 and 60", field="waitSeconds")
-    try:
-        op = MatchOperator(operator)
-    except ValueError:
-        raise InvalidArgumentError(
-            "operator must be one of EQ, NE, GT, GE, LT, LE", field="operator"
-        ) from None
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError("name must be a non-empty string", field="name")
-    _check_value(value)
-    run = await reads.load_run(rt.db, flow_id)
-    if run is None or not run.is_running:
-        raise _not_active(flow_id)
-    spec = rt.registry.spec(run.flow_type)
-    state = spec.state(name)
-    if state is None:
-        raise InvalidArgumentError(
-            f"Flow type {spec.flow_type} declares no Attribute or AttributeMap named {name!r}",
-            field="name",
-        )
-    if state.hard_delete_on_null:
-        raise InvalidArgumentError(
-            f"{name!r} is a hard-delete Attribute; WaitForAttributeMatch rejects it", field="name"
-        )
-    if state.is_map:
-        instance = check_instance_key(instance, "instance")
-    elif instance not in (None, ""):
-        raise InvalidArgumentError(
-            f"{name!r} is an Attribute, not an AttributeMap; omit instance", field="instance"
-        )
-    if op in _ORDERED:
-        numeric = state.value_type in _NUMERIC_TYPES or state.value_type in _LOOSE_TYPES
-        if not numeric or _kind(value) != "number":
-            raise InvalidArgumentError(
-                f"{op.value} compares int and double values only; {name!r} holds "
-                f"{getattr(state.value_type, '__name__', state.value_type)} and value is "
-                f"{_kind(value)}",
-                field="operator",
-            )
-    # Ordered operators compare numbers as numbers (count > 9.5 is meaningful for an int);
-    # EQ and NE compare with the value read as the Attribute's type.
-    loose = op in _ORDERED or state.value_type in _LOOSE_TYPES
-    target = (
-        value if loose else _codec.validate(state.value_type, value, what="value", strict=False)
-    )
-    key = (name, instance or "")
-    waiter = _Waiter(
-        key, make_predicate(state, op, target), asyncio.get_running_loop().create_future()
-    )
-    rt.matches.add(run.run_id, waiter)
-    try:
-        snapshot = await rt.snapshot(
-            flow_id,
-            run.run_id,
-            names=[] if state.is_map else [name],
-            instances=[key] if state.is_map else [],
-        )
-        if snapshot is None or not snapshot.run.is_running:
-            raise _not_active(flow_id)
-        stored = snapshot.values.get(key)
-        waiter.offer(stored.value if stored is not None else None)
-        if not waiter.future.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(waiter.future), wait_seconds)
-            except TimeoutError:
-                return AttributeMatch(False, None)
-        outcome, text = waiter.future.result()
-        if outcome == _CLOSED:
-            raise _not_active(flow_id)
-        assert text is not None
-        return AttributeMatch(True, json.loads(text))
-    finally:
-        rt.matches.remove(run.run_id, waiter)

@@ -4,14 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from uuid6 import uuid7
 
 from engine import _codec
 from engine.attribute import _State
 from engine.errors import InvalidArgumentError
-from engine.registry import FlowSpec
+
+if TYPE_CHECKING:
+    from engine._specs import FlowSpec
 
 MAX_ID_LENGTH = 256
+
+
+def new_id() -> str:
+    """Return a new time-ordered unique ID (UUIDv7)."""
+    return str(uuid7())
+
+
+def state_key(name: str, instance: str) -> str:
+    """Return the wire form of a state key: ``name`` or ``name/instance``."""
+    return f"{name}/{instance}" if instance else name
 
 
 def check_id(value: Any, what: str) -> str:

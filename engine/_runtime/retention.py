@@ -6,27 +6,45 @@ import asyncio
 import contextlib
 import logging
 
-from engine._runtime.runtime import Runtime
+from engine._runtime.activity import Activity
+from engine._runtime.committer import Committer
+from engine._runtime.ports import BlobStore, TimerQueue
 from engine._storage import commits
+from engine.clock import Clock, to_micros
 
 log = logging.getLogger("dexlite.retention")
 
 #: Runs purged per transaction, so a large backlog never holds the writer for long.
 PURGE_BATCH = 500
+PURGES = "retention purges"
 
 
 class Retention:
     """Purges runs closed longer than ``retention_seconds`` ago, every ``interval_seconds``."""
 
-    def __init__(self, runtime: Runtime, retention_seconds: float, interval_seconds: float) -> None:
-        self.rt = runtime
+    def __init__(
+        self,
+        *,
+        committer: Committer,
+        blobs: BlobStore,
+        timers: TimerQueue,
+        activity: Activity,
+        clock: Clock,
+        retention_seconds: float,
+        interval_seconds: float,
+    ) -> None:
+        self._committer = committer
+        self._blobs = blobs
+        self._timers = timers
+        self._activity = activity
+        self._clock = clock
         self.retention_seconds = retention_seconds
         self.interval_seconds = interval_seconds
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Purge now, then again after every interval of the engine's clock."""
-        self._schedule(self.rt.clock.now())
+        self._schedule(self._clock.now())
 
     async def stop(self) -> None:
         """Wait for a purge in progress to end (it is one transaction at a time)."""
@@ -37,25 +55,28 @@ class Retention:
 
     def _schedule(self, when: float) -> None:
         def fire() -> None:
+            self._activity.enter(PURGES)
             self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task.add_done_callback(lambda _task: self._activity.leave(PURGES))
 
-        self.rt.timers.call_at(when, fire)
+        self._timers.call_at(when, fire)
 
     async def _run(self) -> None:
         try:
             await self.purge()
         except Exception:  # try again next interval
             log.exception("purging closed runs failed")
-        self._schedule(self.rt.clock.now() + self.interval_seconds)
+        self._schedule(self._clock.now() + self.interval_seconds)
 
     async def purge(self) -> int:
         """Purge every run closed before the retention window; return how many went."""
-        before = self.rt.now_us() - int(self.retention_seconds * 1_000_000)
+        before = to_micros(self._clock.now()) - int(self.retention_seconds * 1_000_000)
         total = 0
         while True:
-            runs, gone_flows = await self.rt.db.write(
+            result = await self._committer.commit(
                 commits.purge_closed_runs(before=before, limit=PURGE_BATCH)
             )
+            runs, gone_flows = result.value
             total += len(runs)
             if gone_flows:
                 # A removed Flow's hard-delete values go with it.
@@ -65,4 +86,4 @@ class Retention:
 
     def _delete_blobs(self, flow_ids: list[str]) -> None:
         for flow_id in flow_ids:
-            self.rt.blobs.delete_flow(flow_id)
+            self._blobs.delete_flow(flow_id)

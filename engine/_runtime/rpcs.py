@@ -8,10 +8,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from engine import _codec
-from engine._runtime.runtime import Runtime, new_id
+from engine._rpc_definition import RPCDefinition, rpc_definition_of
+from engine._runtime import effects
+from engine._runtime.committer import Committer
+from engine._runtime.context import InvocationContext
+from engine._runtime.loads import RPCPlan, rpc_plan_with
+from engine._runtime.names import check_id, new_id
+from engine._runtime.ports import BlobStore, Database, LockTable
+from engine._runtime.snapshots import Snapshots
+from engine._specs import FlowSpec
 from engine._storage import commits, reads
-from engine._storage.records import Effects
-from engine.attribute import AttributeLock, AttributeMapLoad, check_instance_key
+from engine._storage.records import StagedEffects
+from engine.clock import Clock, to_micros
 from engine.errors import (
     EngineError,
     FlowNotActiveOrNotFoundError,
@@ -19,49 +27,9 @@ from engine.errors import (
     RPCHandlerError,
     RPCTimeoutError,
 )
-from engine.flow import RPCDefinition, RPCResult
+from engine.flow import Flow, RPCResult
 from engine.options import RPCInvokeOptions
-from engine.registry import FlowSpec, check_load, check_lock
-
-
-def plan_invocation(
-    spec: FlowSpec, definition: RPCDefinition, options: RPCInvokeOptions | None
-) -> tuple[list[AttributeLock], list[str], list[AttributeMapLoad]]:
-    """Union, sort and de-duplicate invoke options with the definition, after validating them.
-
-    Returns (locks, whole-map loads, exact-instance loads). Invoke options can only add exact
-    AttributeMap instance locks and loads; every entry must name an AttributeMap of this Flow
-    with a non-empty, slash-free instance.
-    """
-    options = options or RPCInvokeOptions()
-    what = f"RPC {definition.name} invoke options"
-    if not isinstance(options, RPCInvokeOptions):
-        raise InvalidArgumentError(f"{what}: expected RPCInvokeOptions", field="options")
-    extra_locks: list[AttributeLock] = []
-    for lock in options.lock_attribute_map_instances:
-        if not isinstance(lock, AttributeLock):
-            raise InvalidArgumentError(
-                f"{what}: lock_attribute_map_instances takes map.lock(key) values, got {lock!r}",
-                field="lockAttributeMapInstances",
-            )
-        check_lock(what, spec.states, lock, InvalidArgumentError)
-        if lock.instance is None:
-            raise InvalidArgumentError(
-                f"{what}: {lock.name!r} is not an AttributeMap instance lock",
-                field="lockAttributeMapInstances",
-            )
-        check_instance_key(lock.instance, "lockAttributeMapInstances instance")
-        extra_locks.append(lock)
-    extra_loads: list[AttributeMapLoad] = []
-    for load in options.load_attribute_map_instances:
-        check_load(what, spec.states, load, InvalidArgumentError)
-        check_instance_key(load.instance, "loadAttributeMapInstances instance")
-        extra_loads.append(load)
-    locks = sorted(set(definition.lock_attributes) | set(extra_locks))
-    whole = sorted({m.name for m in definition.load_attribute_maps})
-    exact = sorted(set(definition.load_attribute_map_instances) | set(extra_loads))
-    return locks, whole, exact
-
+from engine.registry import Registry
 
 KNOWN_TYPES_LIMIT = 100_000
 
@@ -73,8 +41,25 @@ class _WrongGuess(Exception):
 class RPCExecutor:
     """Invokes RPC handlers."""
 
-    def __init__(self, runtime: Runtime, threads: int) -> None:
-        self.rt = runtime
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        database: Database,
+        snapshots: Snapshots,
+        blobs: BlobStore,
+        locks: LockTable,
+        committer: Committer,
+        clock: Clock,
+        threads: int,
+    ) -> None:
+        self._registry = registry
+        self._database = database
+        self._snapshots = snapshots
+        self._blobs = blobs
+        self._locks = locks
+        self._committer = committer
+        self._clock = clock
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dexlite-rpc")
         self._known_types: dict[str, str] = {}
 
@@ -86,6 +71,35 @@ class RPCExecutor:
     def close(self) -> None:
         """Stop the handler threads."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def invoke_method(
+        self,
+        rpc: Any,
+        flow_id: str,
+        input: Any,
+        run_id: str | None,
+        options: RPCInvokeOptions | None,
+    ) -> Any:
+        """Invoke ``rpc``, a Flow's RPC method or an RPC name (see ``Engine.invoke_rpc``)."""
+        check_id(flow_id, "flowId")
+        if run_id is not None:
+            check_id(run_id, "runId")
+        if isinstance(rpc, str):
+            return await self.invoke(flow_id, rpc, input, run_id=run_id, options=options)
+        definition = rpc_definition_of(rpc)
+        owner = getattr(rpc, "__self__", None)
+        if definition is None or not isinstance(owner, Flow):
+            raise InvalidArgumentError(
+                f"{rpc!r} is not an RPC method of a registered Flow instance", field="rpc"
+            )
+        return await self.invoke(
+            flow_id,
+            definition.name,
+            input,
+            flow_type=type(owner).flow_type(),
+            run_id=run_id,
+            options=options,
+        )
 
     async def invoke(
         self,
@@ -112,7 +126,7 @@ class RPCExecutor:
                     )
                 except _WrongGuess:
                     self._known_types.pop(flow_id, None)
-            run = await reads.load_run(self.rt.db, flow_id, run_id)
+            run = await reads.load_run(self._database, flow_id, run_id)
             if run is None:
                 raise FlowNotActiveOrNotFoundError(
                     f"Flow {flow_id} was not found", flow_id=flow_id, operation="invokeRpc"
@@ -134,24 +148,18 @@ class RPCExecutor:
         guessed: bool,
     ) -> Any:
         try:
-            spec = self.rt.registry.spec(flow_type)
+            spec = self._registry.spec(flow_type)
             definition = spec.rpc(rpc_name)
             value = self._input(definition, input)
-            locks, whole, exact = plan_invocation(spec, definition, options)
+            plan = self._plan(spec, definition, options)
         except EngineError:
             if guessed:  # perhaps judged against the wrong type: decide with the real one
                 raise _WrongGuess() from None
             raise
-        transactional = bool(locks) or definition.is_transactional
         owner = new_id()
-        self.rt.locks.acquire_for_rpc(flow_id, [lock.key for lock in locks], owner)
+        await self._locks.acquire_for_rpc(flow_id, plan.lock_keys, owner)
         try:
-            snapshot = await self.rt.snapshot(
-                flow_id,
-                run_id,
-                whole_maps=whole,
-                instances=[(load.name, load.instance) for load in exact],
-            )
+            snapshot = await self._snapshots.read(flow_id, run_id, plan.loads)
             if snapshot is not None and snapshot.run.flow_type == flow_type:
                 self._remember(flow_id, flow_type)
             elif guessed:
@@ -162,54 +170,68 @@ class RPCExecutor:
                     flow_id=flow_id,
                     operation="invokeRpc",
                 )
-            if transactional and not snapshot.run.is_running:
+            if plan.transactional and not snapshot.run.is_running:
                 raise FlowNotActiveOrNotFoundError(
                     f"Flow {flow_id} is not active; RPC {rpc_name} takes locks or is "
                     "transactional and needs an active run",
                     flow_id=flow_id,
                     operation="invokeRpc",
                 )
-            context = await self.rt.build_context(
-                spec,
-                snapshot,
-                loaded_maps=whole,
-                loaded_instances=[(load.name, load.instance) for load in exact],
-                rpc_name=rpc_name,
-            )
+            context = await self._snapshots.context(spec, snapshot, plan.loads, rpc_name=rpc_name)
             result = await self._run_handler(spec, definition, context, value)
-            if not isinstance(result, RPCResult):
-                result = RPCResult(result)
-            output = (
-                _codec.validate(
-                    definition.output_type,
-                    result.output,
-                    what=f"output of RPC {rpc_name}",
-                    strict=False,
-                )
-                if definition.output_type is not None or result.output is not None
-                else None
-            )
-            effects = Effects(
-                writes=await self.rt.stage_writes(
-                    spec, flow_id, context.staged_writes, context.staged_texts
-                ),
-                new_steps=self.rt.new_steps(spec, result.next_steps),
-                cancel_step_types=self.rt.step_type_names(spec, result.canceling_steps),
-            )
-            if not effects.is_empty() or transactional:
-                commit = await self.rt.db.write(
+            staged = await self._effects(spec, definition, context, result)
+            if staged.changes_state() or plan.transactional:
+                await self._committer.commit(
                     commits.commit_rpc(
+                        flow_id=flow_id,
                         run_id=snapshot.run.run_id,
                         rpc_name=rpc_name,
-                        effects=effects,
-                        now=self.rt.now_us(),
-                        flow_id=flow_id,
+                        effects=staged,
+                        now=to_micros(self._clock.now()),
                     )
                 )
-                self.rt.after_commit(commit, flow_id, flow_type, writes=effects.writes)
-            return output
+            return staged.output
         finally:
-            self.rt.locks.release(flow_id, owner)
+            self._locks.release(flow_id, owner)
+
+    @staticmethod
+    def _plan(
+        spec: FlowSpec, definition: RPCDefinition, options: RPCInvokeOptions | None
+    ) -> RPCPlan:
+        if options is None:
+            return spec.rpc_plans[definition.name]
+        return rpc_plan_with(definition, spec.states, options)
+
+    async def _effects(
+        self,
+        spec: FlowSpec,
+        definition: RPCDefinition,
+        context: InvocationContext,
+        result: Any,
+    ) -> StagedEffects:
+        """Validate the handler's output and turn its staged work into effects."""
+        if not isinstance(result, RPCResult):
+            result = RPCResult(result)
+        output = (
+            _codec.validate(
+                definition.output_type,
+                result.output,
+                what=f"output of RPC {definition.name}",
+                strict=False,
+            )
+            if definition.output_type is not None or result.output is not None
+            else None
+        )
+        return StagedEffects(
+            writes=await effects.encode_writes(
+                self._blobs, spec, context.flow_id, context.staged_writes, context.staged_texts
+            ),
+            cancel_step_types=effects.step_type_names(spec, result.canceling_steps),
+            next_steps=effects.next_steps(
+                spec, run_id=context.run_id, flow_id=context.flow_id, movements=result.next_steps
+            ),
+            output=output,
+        )
 
     @staticmethod
     def _input(definition: RPCDefinition, input: Any) -> Any:
@@ -224,7 +246,7 @@ class RPCExecutor:
         )
 
     async def _run_handler(
-        self, spec: FlowSpec, definition: RPCDefinition, context: Any, value: Any
+        self, spec: FlowSpec, definition: RPCDefinition, context: InvocationContext, value: Any
     ) -> Any:
         bound = definition.function.__get__(spec.flow, type(spec.flow))
         args = (context, value) if definition.takes_input else (context,)

@@ -1,9 +1,11 @@
-"""The Step scheduler: hands attempts out, runs handlers, commits their decisions.
+"""The Step scheduler: claims due executions, runs their attempts, commits their results.
 
-An attempt takes its phase's locks when it is handed out and keeps them until its decision (or
-its final failure) commits; a failed attempt waiting for its retry keeps them too. ``def``
-handlers run on a thread pool, ``async def`` handlers as tasks. No transaction is open while a
-handler runs: the attempt reads one snapshot, runs, then sends one commit unit to the writer.
+An attempt takes its phase's locks when it is handed out and keeps them until its result
+commits; a failed attempt waiting for its retry keeps them too. ``def`` handlers run on a
+thread pool, ``async def`` handlers as tasks. No transaction is open while a handler runs: the
+attempt reads one snapshot, runs, then commits one unit. What follows a commit (the next
+attempt queued, canceled attempts stopped, locks released) is done by the commit's listener
+through :meth:`Scheduler.end` and :meth:`Scheduler.requeue`.
 """
 
 from __future__ import annotations
@@ -13,218 +15,186 @@ import contextlib
 import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine import _codec
-from engine._runtime.runtime import Runtime
+from engine._outcomes import OutcomeKind
+from engine._runtime import effects
+from engine._runtime.activity import Activity
+from engine._runtime.committer import Committer
+from engine._runtime.context import InvocationContext
+from engine._runtime.ports import BlobStore, LockTable, StepQueue
 from engine._runtime.signals import StepCanceled
-from engine._runtime.step_io import is_generator_handler, run_generator
-from engine._runtime.timers import TimerHandle
-from engine._storage import commits, reads
-from engine._storage.commits import StaleAttemptError
+from engine._runtime.snapshots import Snapshots
+from engine._runtime.step_io import StepIO, is_generator_handler, run_generator
+from engine._specs import FlowSpec, StepSpec
+from engine._storage import commits
+from engine._storage.commits import StaleAttemptError, Unit
 from engine._storage.records import (
-    PHASE_EXECUTE,
-    PHASE_WAIT_FOR,
-    ActiveStepRecord,
-    CommitResult,
-    Effects,
-    NewStep,
-    StepOutcome,
+    EnterExecute,
+    Phase,
+    QueuedStep,
+    StagedEffects,
+    StepClose,
 )
 from engine._streams import StreamService
-from engine.context import Context
+from engine.clock import Clock, to_micros
 from engine.errors import InvalidStepResultError
-from engine.registry import FlowSpec, StepSpec
-from engine.step import NO_RETRY, DecisionKind, RetryPolicy, StepDecision
+from engine.registry import Registry
+from engine.step import StepDecision, StepMovement
 from engine.wait import Wait
 
 log = logging.getLogger("dexlite.scheduler")
-_STALE = object()
+
+ATTEMPTS = "Step attempts running"
+#: How long an attempt that failed in the runtime itself (not in its handler) waits to run again.
+RUNTIME_RETRY_SECONDS = 1.0
 
 
-@dataclass
-class ActiveStep:
-    """A Step execution this process is responsible for."""
+@dataclass(eq=False)
+class Attempt:
+    """One attempt of a Step execution, running in this process."""
 
-    id: str
-    run_id: str
-    flow_id: str
-    flow_type: str
-    step_type: str
-    input: str
-    phase: str
-    attempt: int = 1
-    due_at: int | None = None
-    holds_locks: bool = False
+    step: QueuedStep
     canceled: bool = False
     task: asyncio.Task[None] | None = None
-    context: Context | None = None
-    timer: TimerHandle | None = field(default=None, repr=False)
+    context: InvocationContext | None = field(default=None, repr=False)
+
+    def cancel(self) -> None:
+        """Stop the attempt; anything it returns later is discarded."""
+        self.canceled = True
+        if self.context is not None:
+            self.context.request_cancellation()
+        if self.task is not None and self.task is not asyncio.current_task():
+            self.task.cancel()
 
 
 class Scheduler:
-    """Runs the active Steps of every open run."""
+    """Runs the attempts of every open run's Steps."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.rt = runtime
-        self._steps: dict[str, ActiveStep] = {}
-        self._by_run: dict[str, set[str]] = {}
-        # IDs canceled by a commit before this process heard of them; never start them.
-        self._tombstones: set[str] = set()
-        self._executor = ThreadPoolExecutor(
-            max_workers=runtime.step_threads, thread_name_prefix="dexlite-step"
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        queue: StepQueue,
+        locks: LockTable,
+        committer: Committer,
+        snapshots: Snapshots,
+        blobs: BlobStore,
+        streams: StreamService,
+        activity: Activity,
+        clock: Clock,
+        threads: int,
+    ) -> None:
+        self._registry = registry
+        self._queue = queue
+        self._locks = locks
+        self._committer = committer
+        self._snapshots = snapshots
+        self._blobs = blobs
+        self._streams = streams
+        self._activity = activity
+        self._clock = clock
+        self._running: dict[str, Attempt] = {}
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dexlite-step")
+
+    def start(self) -> None:
+        """Start handing out due executions."""
+        self._dispatcher = asyncio.get_running_loop().create_task(
+            self._dispatch(), name="dexlite-steps"
         )
-        # The Engine's Stream Store; Step invocations send their Stream writes through it.
-        self.streams: StreamService | None = None
 
     async def close(self) -> None:
         """Stop every attempt (they resume from durable state on the next start)."""
-        tasks = [s.task for s in self._steps.values() if s.task is not None]
-        for step in list(self._steps.values()):
-            if step.context is not None:
-                step.context.request_cancellation()
-            if step.task is not None:
-                step.task.cancel()
-            if step.timer is not None:
-                step.timer.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        self._steps.clear()
-        self._by_run.clear()
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dispatcher
+        self._queue.close()
+        attempts = list(self._running.values())
+        for attempt in attempts:
+            attempt.cancel()
+        for attempt in attempts:
+            if attempt.task is not None:
+                with contextlib.suppress(BaseException):
+                    await attempt.task
+        self._running.clear()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    # -- submission ---------------------------------------------------------------------------
+    # -- what the commit listener calls -------------------------------------------------------
 
-    def submit_new(self, step: NewStep, *, run_id: str, flow_id: str, flow_type: str) -> None:
-        """Start tracking a Step execution created by a commit."""
-        self._submit(
-            ActiveStep(
-                step.id,
-                run_id,
-                flow_id,
-                flow_type,
-                step.step_type,
-                step.input,
-                step.phase,
-                1,
-                step.due_at,
+    def requeue(self, step: QueuedStep) -> None:
+        """Queue an execution's next attempt; only a retry keeps the locks it holds."""
+        if not step.keeps_locks:
+            self._locks.release(step.flow_id, step.id)
+        self._queue.submit(step)
+
+    def end(self, flow_id: str, step_ids: tuple[str, ...]) -> None:
+        """Forget executions that ended: stop their attempts here and release their locks.
+
+        The attempt whose own commit ended it is the current task; it is left to finish.
+        """
+        for step_id in step_ids:
+            attempt = self._running.pop(step_id, None)
+            if attempt is not None:
+                attempt.cancel()
+            self._queue.release(step_id)
+            self._locks.release(flow_id, step_id)
+
+    # -- running attempts -----------------------------------------------------------------------
+
+    async def _dispatch(self) -> None:
+        while True:
+            step = await self._queue.claim()
+            attempt = Attempt(step)
+            self._running[step.id] = attempt
+            self._activity.enter(ATTEMPTS)
+            attempt.task = asyncio.get_running_loop().create_task(
+                self._drive(attempt), name=f"step-{step.step_type}-{step.id}"
             )
-        )
 
-    def recover(self, record: ActiveStepRecord) -> None:
-        """Resume a Step execution found active at start-up."""
-        step = ActiveStep(
-            record.id,
-            record.run_id,
-            record.flow_id,
-            record.flow_type,
-            record.step_type,
-            record.input,
-            record.phase,
-            record.attempt,
-            record.due_at,
-        )
-        if record.attempt > 1:
-            # A queued retry keeps its locks: take them before any RPC can.
-            keys = self._lock_keys(step)
-            self.rt.locks.hold_for_step(step.flow_id, keys, step.id)
-            step.holds_locks = True
-        self._submit(step)
-
-    def _submit(self, step: ActiveStep) -> None:
-        if step.id in self._tombstones:
-            self._tombstones.discard(step.id)
-            return
-        if step.id in self._steps:
-            return
-        self._steps[step.id] = step
-        self._by_run.setdefault(step.run_id, set()).add(step.id)
-        self._schedule(step)
-
-    def _schedule(self, step: ActiveStep) -> None:
-        if step.due_at is not None and step.due_at > self.rt.now_us():
-            step.timer = self.rt.timers.call_at(
-                step.due_at / 1_000_000, functools.partial(self._start, step)
-            )
-        else:
-            self._start(step)
-
-    def _start(self, step: ActiveStep) -> None:
-        step.timer = None
-        if step.canceled:
-            return
-        step.task = asyncio.get_running_loop().create_task(
-            self._drive(step), name=f"step-{step.step_type}-{step.id}"
-        )
-
-    # -- cancellation -------------------------------------------------------------------------
-
-    def cancel(self, step_id: str) -> None:
-        """Stop an attempt whose Step a commit canceled; its later result is discarded."""
-        step = self._steps.get(step_id)
-        if step is None:
-            self._tombstones.add(step_id)
-            return
-        step.canceled = True
-        if step.context is not None:
-            step.context.request_cancellation()
-        if step.timer is not None:
-            step.timer.cancel()
-        if step.task is not None and step.task is not asyncio.current_task():
-            step.task.cancel()
-        self._forget(step)
-
-    def forget_run(self, run_id: str) -> None:
-        """Cancel whatever is left of a closed run."""
-        for step_id in list(self._by_run.get(run_id, ())):
-            self.cancel(step_id)
-
-    def _forget(self, step: ActiveStep) -> None:
-        self.rt.locks.release(step.flow_id, step.id)
-        step.holds_locks = False
-        self._steps.pop(step.id, None)
-        ids = self._by_run.get(step.run_id)
-        if ids is not None:
-            ids.discard(step.id)
-            if not ids:
-                del self._by_run[step.run_id]
-
-    # -- running an attempt ---------------------------------------------------------------------
-
-    def _spec(self, step: ActiveStep) -> tuple[FlowSpec, StepSpec]:
-        spec = self.rt.registry.spec(step.flow_type)
+    def _spec(self, step: QueuedStep) -> tuple[FlowSpec, StepSpec]:
+        spec = self._registry.spec(step.flow_type)
         return spec, spec.steps[step.step_type]
 
-    def _lock_keys(self, step: ActiveStep) -> list[str]:
-        _, sspec = self._spec(step)
-        locks = (
-            sspec.options.wait_for_lock_attributes
-            if step.phase == PHASE_WAIT_FOR
-            else sspec.options.execute_lock_attributes
-        )
-        return [lock.key for lock in locks]
-
-    async def _drive(self, step: ActiveStep) -> None:
+    async def _drive(self, attempt: Attempt) -> None:
+        step = attempt.step
         try:
-            if not step.holds_locks:
-                await self.rt.locks.acquire_for_step(step.flow_id, self._lock_keys(step), step.id)
-                step.holds_locks = True
-            await self._attempt(step)
+            if not step.keeps_locks:
+                _, sspec = self._spec(step)
+                granted = self._locks.acquire_for_step(
+                    step.flow_id, sspec.plans[step.phase].lock_keys, step.id
+                )
+                # Waiting for a lock is not work: only another attempt or RPC can end it.
+                self._activity.leave(ATTEMPTS)
+                try:
+                    await granted
+                finally:
+                    self._activity.enter(ATTEMPTS)
+            await self._attempt(attempt)
         except (asyncio.CancelledError, StepCanceled):
-            if not step.canceled:
+            if not attempt.canceled:
                 raise
         except Exception:  # e.g. the database refused a write: try the attempt again later
             log.exception("Step %s %s failed in the runtime; retrying", step.step_type, step.id)
-            if step.canceled or step.id not in self._steps:
-                return
-            self.rt.locks.release(step.flow_id, step.id)
-            step.holds_locks, step.context = False, None
-            step.due_at = self.rt.now_us() + 1_000_000
-            self._schedule(step)
+            if not attempt.canceled and self._running.get(step.id) is attempt:
+                del self._running[step.id]
+                due = to_micros(self._clock.now() + RUNTIME_RETRY_SECONDS)
+                self.requeue(replace(step, due_at=due))
+        finally:
+            if self._running.get(step.id) is attempt:
+                del self._running[step.id]
+            self._activity.leave(ATTEMPTS)
 
-    async def _call(self, fn: Any, context: Context, value: Any) -> Any:
+    def _stop(self, attempt: Attempt) -> None:
+        """Drop an attempt whose run has closed: nothing of it can commit any more."""
+        if self._running.get(attempt.step.id) is attempt:
+            del self._running[attempt.step.id]
+        self._locks.release(attempt.step.flow_id, attempt.step.id)
+
+    async def _call(self, fn: Any, context: InvocationContext, value: Any) -> Any:
         try:
             if asyncio.iscoroutinefunction(fn):
                 return await fn(context, value)
@@ -242,188 +212,157 @@ class Scheduler:
             if context.step_io is not None:
                 context.step_io.finish()
 
-    async def _attempt(self, step: ActiveStep) -> None:
+    async def _attempt(self, attempt: Attempt) -> None:
+        step = attempt.step
         spec, sspec = self._spec(step)
-        options = sspec.options
-        waiting = step.phase == PHASE_WAIT_FOR
-        whole = (
-            options.wait_for_load_attribute_maps if waiting else options.execute_load_attribute_maps
-        )
-        exact = (
-            options.wait_for_load_attribute_map_instances
-            if waiting
-            else options.execute_load_attribute_map_instances
-        )
-        loaded_maps = [m.name for m in whole]
-        loaded_instances = [(load.name, load.instance) for load in exact]
-        snapshot = await self.rt.snapshot(
-            step.flow_id, step.run_id, whole_maps=loaded_maps, instances=loaded_instances
-        )
+        plan = sspec.plans[step.phase].loads
+        snapshot = await self._snapshots.read(step.flow_id, step.run_id, plan)
         if snapshot is None or not snapshot.run.is_running:
-            self._forget(step)
+            self._stop(attempt)
             return
-        context = await self.rt.build_context(
+        handler = sspec.handler(step.phase)
+        io = StepIO(
+            self._streams.append_from_step,
+            spec.streams,
+            flow_type=spec.flow_type,
+            flow_id=step.flow_id,
+            step_execution_id=step.id,
+            clock=self._clock,
+            is_async=asyncio.iscoroutinefunction(handler),
+        )
+        context = await self._snapshots.context(
             spec,
             snapshot,
-            loaded_maps=loaded_maps,
-            loaded_instances=loaded_instances,
+            plan,
             step_execution_id=step.id,
             step_type=step.step_type,
             attempt=step.attempt,
+            step_io=io,
         )
-        step.context = context
-        if self.streams is not None:
-            handler = getattr(sspec.step, "wait_for" if waiting else "execute")
-            context.step_io = self.streams.step_io(
-                spec.streams,
-                spec.flow_type,
-                step.flow_id,
-                step.id,
-                is_async=asyncio.iscoroutinefunction(handler),
-            )
+        attempt.context = context
         try:
             value = _codec.decode(sspec.input_type, step.input)
-            if waiting:
-                wait = await self._call(sspec.step.wait_for, context, value)  # type: ignore[attr-defined]
-                if not isinstance(wait, Wait):
-                    raise InvalidStepResultError(
-                        f"{step.step_type}.wait_for returned {wait!r}, not a Wait"
-                    )
-                await self._finish_wait(step, spec, context, wait)
-                return
-            decision = await self._call(sspec.step.execute, context, value)
-            if not isinstance(decision, StepDecision):
-                raise InvalidStepResultError(
-                    f"{step.step_type}.execute returned {decision!r}, not a StepDecision"
-                )
-            outcome, effects = await self._decision_effects(step, spec, context, decision)
+            result = await self._call(handler, context, value)
+            if step.phase == Phase.WAIT_FOR:
+                staged = await self._wait_effects(step, spec, context, result)
+            else:
+                staged = await self._decision_effects(step, spec, context, result)
         except (asyncio.CancelledError, StepCanceled):
             raise
         except Exception as exc:
-            if step.canceled:
-                return
-            await self._fail(step, spec, sspec, exc)
+            if not attempt.canceled:
+                await self._fail(attempt, spec, sspec, exc)
             return
-        if step.canceled:
+        if attempt.canceled:
             return
-        await self._commit(step, spec, outcome, effects)
-
-    async def _finish_wait(
-        self, step: ActiveStep, spec: FlowSpec, context: Context, wait: Wait
-    ) -> None:
-        delay = wait.delay_seconds()
-        writes = await self.rt.stage_writes(
-            spec, step.flow_id, context.staged_writes, context.staged_texts
+        if staged is None:
+            # A wait that neither wrote nor waits needs no commit: execute runs at once.
+            self.requeue(replace(step, phase=Phase.EXECUTE, attempt=1, due_at=None))
+            return
+        await self._commit(
+            attempt,
+            commits.commit_step(
+                run_id=step.run_id, attempt=step.attempt, effects=staged, now=self._now()
+            ),
         )
-        due = self.rt.now_us() + int(delay * 1_000_000) if delay > 0 else None
-        if step.canceled:
-            return
-        if writes or due is not None:
-            unit = commits.enter_execute_phase(
-                run_id=step.run_id,
-                step_id=step.id,
-                step_type=step.step_type,
-                attempt=step.attempt,
-                due_at=due,
-                writes=writes,
-                now=self.rt.now_us(),
-            )
-            if await self._write_attempt(step, unit) is _STALE:
-                return
-            self.rt.matches.notify(step.run_id, writes)
-        # The wait_for locks are released; execute takes its own when handed out.
-        self.rt.locks.release(step.flow_id, step.id)
-        step.holds_locks = False
-        step.phase, step.attempt, step.due_at, step.context = PHASE_EXECUTE, 1, due, None
-        self._schedule(step)
+
+    def _now(self) -> int:
+        return to_micros(self._clock.now())
+
+    async def _wait_effects(
+        self, step: QueuedStep, spec: FlowSpec, context: InvocationContext, wait: Any
+    ) -> StagedEffects | None:
+        if not isinstance(wait, Wait):
+            raise InvalidStepResultError(f"{step.step_type}.wait_for returned {wait!r}, not a Wait")
+        delay = wait.delay_seconds()
+        writes = await effects.encode_writes(
+            self._blobs, spec, step.flow_id, context.staged_writes, context.staged_texts
+        )
+        due = self._now() + int(delay * 1_000_000) if delay > 0 else None
+        if not writes and due is None:
+            return None
+        execute = replace(step, phase=Phase.EXECUTE, attempt=1, due_at=due)
+        return StagedEffects(writes=writes, decision=EnterExecute(execute))
 
     async def _decision_effects(
-        self, step: ActiveStep, spec: FlowSpec, context: Context, decision: StepDecision
-    ) -> tuple[StepOutcome, Effects]:
-        effects = Effects(
-            writes=await self.rt.stage_writes(
-                spec, step.flow_id, context.staged_writes, context.staged_texts
-            ),
-            new_steps=self.rt.new_steps(spec, decision.movements),
-            cancel_step_types=self.rt.step_type_names(spec, decision.canceling_steps),
-        )
-        completes = decision.kind in (DecisionKind.GRACEFUL_COMPLETE, DecisionKind.FORCE_COMPLETE)
-        outcome = StepOutcome(
-            kind=decision.kind.value,
-            output=_codec.encode(decision.output) if completes else None,
+        self, step: QueuedStep, spec: FlowSpec, context: InvocationContext, decision: Any
+    ) -> StagedEffects:
+        if not isinstance(decision, StepDecision):
+            raise InvalidStepResultError(
+                f"{step.step_type}.execute returned {decision!r}, not a StepDecision"
+            )
+        kind = OutcomeKind.of(decision.kind)
+        close = StepClose(
+            step_id=step.id,
+            step_type=step.step_type,
+            attempt=step.attempt,
+            kind=kind,
             error_type=decision.error_type,
             error_message=decision.error_message,
-            is_completion=completes,
         )
-        return outcome, effects
+        if close.is_completion:
+            close = replace(close, output=_codec.encode(decision.output))
+        return StagedEffects(
+            writes=await effects.encode_writes(
+                self._blobs, spec, step.flow_id, context.staged_writes, context.staged_texts
+            ),
+            cancel_step_types=effects.step_type_names(spec, decision.canceling_steps),
+            next_steps=effects.next_steps(
+                spec, run_id=step.run_id, flow_id=step.flow_id, movements=decision.movements
+            ),
+            decision=close,
+        )
 
-    async def _write_attempt(self, step: ActiveStep, unit: Any) -> Any:
-        """Commit a unit of this attempt; a canceled or superseded attempt is forgotten and
-        gets ``_STALE`` back."""
+    async def _commit(self, attempt: Attempt, unit: Unit) -> None:
+        """Commit a unit of this attempt; a canceled or superseded attempt is dropped."""
         try:
-            return await self.rt.db.write(unit)
+            await self._committer.commit(unit)
         except StaleAttemptError:
-            self._forget(step)
-            return _STALE
+            self._stop(attempt)
 
-    async def _commit(
-        self, step: ActiveStep, spec: FlowSpec, outcome: StepOutcome, effects: Effects
+    async def _fail(
+        self, attempt: Attempt, spec: FlowSpec, sspec: StepSpec, exc: Exception
     ) -> None:
-        result = await self._write_attempt(
-            step,
-            commits.commit_step(
-                run_id=step.run_id,
+        step = attempt.step
+        error_type, message = type(exc).__name__, str(exc)
+        policy = sspec.plans[step.phase].retry
+        if step.attempt < policy.max_attempts:
+            due = self._now() + int(policy.delay_before(step.attempt + 1) * 1_000_000)
+            # The retry keeps its locks while it waits.
+            retry = replace(step, attempt=step.attempt + 1, due_at=due)
+            unit = commits.retry_step(
+                step=retry,
+                attempt=step.attempt,
+                error_type=error_type,
+                error_message=message,
+                now=self._now(),
+            )
+            await self._commit(attempt, unit)
+            return
+        failure = sspec.options.failure_step
+        movements = [] if failure is None else [_failure_movement(failure, step, exc)]
+        staged = StagedEffects(
+            next_steps=effects.next_steps(
+                spec, run_id=step.run_id, flow_id=step.flow_id, movements=movements
+            ),
+            decision=StepClose(
                 step_id=step.id,
                 step_type=step.step_type,
                 attempt=step.attempt,
-                outcome=outcome,
-                effects=effects,
-                now=self.rt.now_us(),
-            ),
-        )
-        if result is _STALE:
-            return
-        assert isinstance(result, CommitResult)
-        self._forget(step)
-        self.rt.after_commit(result, step.flow_id, step.flow_type, writes=effects.writes)
-
-    async def _fail(
-        self, step: ActiveStep, spec: FlowSpec, sspec: StepSpec, exc: Exception
-    ) -> None:
-        error_type, message = type(exc).__name__, str(exc)
-        policy: RetryPolicy = (
-            sspec.options.wait_for_retry
-            if step.phase == PHASE_WAIT_FOR
-            else sspec.options.execute_retry
-        ) or NO_RETRY
-        if step.attempt < policy.max_attempts:
-            due = self.rt.now_us() + int(policy.delay_before(step.attempt + 1) * 1_000_000)
-            unit = commits.retry_step(
-                run_id=step.run_id,
-                step_id=step.id,
-                attempt=step.attempt,
-                due_at=due,
+                kind=OutcomeKind.FAILED,
                 error_type=error_type,
                 error_message=message,
-                now=self.rt.now_us(),
-            )
-            if await self._write_attempt(step, unit) is _STALE:
-                return
-            # The retry keeps its locks while it waits.
-            step.attempt, step.due_at, step.context = step.attempt + 1, due, None
-            self._schedule(step)
-            return
-        effects = Effects()
-        failure = sspec.options.failure_step
-        if failure is not None:
-            effects.new_steps = self.rt.new_steps(spec, [_failure_movement(failure, step, exc)])
-        outcome = StepOutcome("FAILED", error_type=error_type, error_message=message)
-        await self._commit(step, spec, outcome, effects)
+            ),
+        )
+        await self._commit(
+            attempt,
+            commits.commit_step(
+                run_id=step.run_id, attempt=step.attempt, effects=staged, now=self._now()
+            ),
+        )
 
 
-def _failure_movement(failure: Any, step: ActiveStep, exc: Exception) -> Any:
-    from engine.step import StepMovement
-
+def _failure_movement(failure: Any, step: QueuedStep, exc: Exception) -> StepMovement:
     return StepMovement.of(
         failure,
         {
@@ -433,28 +372,3 @@ def _failure_movement(failure: Any, step: ActiveStep, exc: Exception) -> Any:
             "errorMessage": str(exc),
         },
     )
-
-
-async def recover(runtime: Runtime, scheduler: Scheduler) -> int:
-    """Resume every open run left by a previous process; return how many Steps resumed."""
-    db = runtime.db
-    for run in await reads.running_runs(db):
-        if run.timeout_at is not None:
-            runtime.schedule_timeout(run.run_id, run.flow_id, run.flow_type, run.timeout_at)
-    records = await reads.active_steps(db)
-    known = set(runtime.registry.flow_types)
-    count = 0
-    for record in records:
-        if record.flow_type not in known:
-            log.warning(
-                "not resuming Step %s: Flow type %s is not registered", record.id, record.flow_type
-            )
-            continue
-        if record.step_type not in runtime.registry.spec(record.flow_type).steps:
-            log.warning(
-                "not resuming Step %s: Step type %s is not registered", record.id, record.step_type
-            )
-            continue
-        scheduler.recover(record)
-        count += 1
-    return count

@@ -27,11 +27,13 @@ class TimerHandle:
         self.cancelled = True
 
 
-class Timers:
-    """Runs callbacks at clock times."""
+class ClockTimers:
+    """Runs callbacks at times of the engine's clock (the in-process TimerQueue)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, on_fired: Callable[[], None] = lambda: None) -> None:
         self._clock = clock
+        # Called after each round of due callbacks, so whoever waits for idleness looks again.
+        self._on_fired = on_fired
         self._heap: list[tuple[float, int, TimerHandle, Callable[[], None]]] = []
         self._counter = itertools.count()
         self._changed = asyncio.Event()
@@ -56,6 +58,13 @@ class Timers:
         self._changed.set()
         return handle
 
+    def has_due(self) -> bool:
+        """Return True when a callback is due now and has not run yet."""
+        now = self._clock.now()
+        if not self._heap or self._heap[0][0] > now:
+            return False
+        return any(when <= now and not handle.cancelled for when, _, handle, _ in self._heap)
+
     async def _run(self) -> None:
         while True:
             now = self._clock.now()
@@ -66,6 +75,7 @@ class Timers:
                         callback()
                     except Exception:  # a timer callback must not stop the timer task
                         log.exception("timer callback failed")
+            self._on_fired()
             self._changed.clear()
             delay = self._heap[0][0] - now if self._heap else 3600.0
             sleeper = asyncio.ensure_future(self._clock.sleep(delay))

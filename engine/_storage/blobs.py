@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 
-class BlobStore:
+class FileBlobStore:
     """Stores hard-delete values as files under ``root``."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:

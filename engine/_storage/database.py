@@ -49,8 +49,8 @@ class DatabaseSettings:
     read_pool_size: int = 8
 
 
-class Database:
-    """Owns the async read engine and the single writer."""
+class SQLiteDatabase:
+    """The SQLite database: the async read engine, reader threads and the single writer."""
 
     def __init__(self, settings: DatabaseSettings) -> None:
         self.settings = settings

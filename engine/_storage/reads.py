@@ -4,11 +4,12 @@ committed state (SQLite and PostgreSQL both give a statement a single snapshot).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import (
+    Connection,
     and_,
     bindparam,
     false,
@@ -20,15 +21,26 @@ from sqlalchemy import (
 )
 
 from engine._storage import tables as t
-from engine._storage.database import Database
 from engine._storage.records import (
-    RUNNING,
-    STEP_PENDING,
-    ActiveStepRecord,
+    LoadPlan,
+    Phase,
+    QueuedStep,
     RunInfo,
+    RunStatus,
     Snapshot,
+    StepState,
     StoredValue,
 )
+
+T = TypeVar("T")
+
+
+class Database(Protocol):
+    """What these reads need of the database: one-statement reads on a reader connection."""
+
+    async def read(self, query: Callable[[Connection], T]) -> T:
+        """Run ``query(conn)`` against the last committed state."""
+
 
 _RUN_COLUMNS = (
     "run_id",
@@ -46,7 +58,9 @@ _RUN_COLUMNS = (
 
 
 def _run_from(row: Any) -> RunInfo:
-    return RunInfo(**{c: getattr(row, c) for c in _RUN_COLUMNS})
+    columns = {c: getattr(row, c) for c in _RUN_COLUMNS}
+    columns["status"] = RunStatus(columns["status"])
+    return RunInfo(**columns)
 
 
 def _target_run(by_run_id: bool) -> Any:
@@ -140,26 +154,10 @@ def _snapshot_statement(
 
 
 async def load_snapshot(
-    db: Database,
-    flow_id: str,
-    run_id: str | None,
-    *,
-    names: Iterable[str] | None = None,
-    whole_maps: Iterable[str] = (),
-    instances: Iterable[tuple[str, str]] = (),
+    db: Database, flow_id: str, run_id: str | None, plan: LoadPlan
 ) -> Snapshot | None:
-    """Return a run with Attribute rows, read by one statement.
-
-    ``names`` None reads every singleton Attribute; otherwise only those names. ``whole_maps``
-    adds every instance of those maps; ``instances`` adds exact (map, instance) rows.
-    """
-    maps = tuple(sorted(set(whole_maps)))
-    query = _snapshot_statement(
-        run_id is not None,
-        None if names is None else tuple(sorted(set(names))),
-        maps,
-        tuple(sorted({p for p in instances if p[0] not in maps})),
-    )
+    """Return a run with the Attribute rows ``plan`` names, read by one statement."""
+    query = _snapshot_statement(run_id is not None, plan.names, plan.whole_maps, plan.instances)
     params = {"flow_id": flow_id, "run_id": run_id}
     rows = await db.read(lambda conn: conn.execute(query, params).all())
     run: RunInfo | None = None
@@ -203,12 +201,12 @@ async def history(
 
 async def running_runs(db: Database) -> list[RunInfo]:
     """Return every open run (for recovery)."""
-    query = select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(t.runs.c.status == RUNNING)
+    query = select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(t.runs.c.status == RunStatus.RUNNING)
     rows = await db.read(lambda conn: conn.execute(query).all())
     return [_run_from(r) for r in rows]
 
 
-async def active_steps(db: Database) -> list[ActiveStepRecord]:
+async def active_steps(db: Database) -> list[QueuedStep]:
     """Return every active Step of every open run, oldest first (for recovery)."""
     se, r = t.step_executions, t.runs
     query = (
@@ -224,19 +222,19 @@ async def active_steps(db: Database) -> list[ActiveStepRecord]:
             se.c.due_at,
         )
         .join(r, r.c.run_id == se.c.run_id)
-        .where(se.c.state == STEP_PENDING, r.c.status == RUNNING)
+        .where(se.c.state == StepState.PENDING, r.c.status == RunStatus.RUNNING)
         .order_by(se.c.created_at, se.c.id)
     )
     rows = await db.read(lambda conn: conn.execute(query).all())
     return [
-        ActiveStepRecord(
+        QueuedStep(
             id=row.id,
             run_id=row.run_id,
             flow_id=row.flow_id,
             flow_type=row.flow_type,
             step_type=row.step_type,
             input=row.input,
-            phase=row.phase,
+            phase=Phase(row.phase),
             attempt=row.attempt,
             due_at=row.due_at,
         )

@@ -2,25 +2,102 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import enum
+from dataclasses import dataclass
 from typing import Any
 
+from engine._outcomes import OutcomeKind
 from engine.attribute import IndexType
+from engine.options import IdReusePolicy
 
-RUNNING = "RUNNING"
-COMPLETED = "COMPLETED"
-FAILED = "FAILED"
-CANCELED = "CANCELED"
-TERMINATED = "TERMINATED"
-TIMED_OUT = "TIMED_OUT"
 
-STEP_PENDING = "PENDING"
-STEP_COMPLETED = "COMPLETED"
-STEP_FAILED = "FAILED"
-STEP_CANCELED = "CANCELED"
+class RunStatus(enum.StrEnum):
+    """The status of a run: RUNNING until it closes with one of the others."""
 
-PHASE_WAIT_FOR = "WAIT_FOR"
-PHASE_EXECUTE = "EXECUTE"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+    TERMINATED = "TERMINATED"
+    TIMED_OUT = "TIMED_OUT"
+
+
+class StepState(enum.StrEnum):
+    """The state of a Step execution; PENDING is active (ready, or due at ``due_at``)."""
+
+    PENDING = "PENDING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+
+
+class Phase(enum.StrEnum):
+    """Which method of a Step execution runs next."""
+
+    WAIT_FOR = "WAIT_FOR"
+    EXECUTE = "EXECUTE"
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """What one invocation reads into its snapshot, besides the run itself.
+
+    ``names`` None reads every singleton Attribute, otherwise only those; ``whole_maps`` reads
+    every instance of those AttributeMaps; ``instances`` adds exact (map, instance) rows of
+    other maps. Built once per source (a Step phase, an RPC, the timeout handler).
+    """
+
+    names: tuple[str, ...] | None = None
+    whole_maps: tuple[str, ...] = ()
+    instances: tuple[tuple[str, str], ...] = ()
+
+    def loads_instance(self, name: str, instance: str) -> bool:
+        """Return True when the plan reads that AttributeMap instance."""
+        return name in self.whole_maps or (name, instance) in self.instances
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The columns of a run that callers need."""
+
+    run_id: str
+    flow_id: str
+    flow_type: str
+    status: RunStatus
+    input: str
+    request_id: str | None
+    started_at: int
+    closed_at: int | None
+    timeout_at: int | None
+    error_type: str | None
+    error_message: str | None
+
+    @property
+    def is_running(self) -> bool:
+        """Return True while the run is open."""
+        return self.status == RunStatus.RUNNING
+
+
+@dataclass(frozen=True)
+class StoredValue:
+    """A stored Attribute value: JSON text, or a reference to a hard-delete blob."""
+
+    value: str | None
+    blob: bool
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A run plus the Attribute rows one statement read with it."""
+
+    run: RunInfo
+    values: dict[tuple[str, str], StoredValue]
+
+
+# -- writes -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -54,101 +131,178 @@ class AttributeWrite:
     blob: bool = False
     index: IndexWrite | None = None
 
+    @property
+    def key(self) -> str:
+        """Return the wire form of the key: ``name`` or ``name/instance``."""
+        return f"{self.name}/{self.instance}" if self.instance else self.name
+
 
 @dataclass(frozen=True)
-class NewStep:
-    """A Step execution to create."""
+class ChannelDeletion:
+    """A staged deletion of one pending Channel message (best effort for Steps and handlers)."""
+
+    channel: str
+    instance: str
+    message_id: str
+
+
+@dataclass(frozen=True)
+class ChannelPublication:
+    """A staged publication of one Channel message (JSON text)."""
+
+    channel: str
+    instance: str
+    value: str
+
+
+@dataclass(frozen=True)
+class QueuedStep:
+    """A pending Step execution waiting for its next attempt, due at ``due_at`` (None: now).
+
+    An attempt above 1 is a retry: it keeps the locks of its phase while it waits.
+    """
 
     id: str
+    run_id: str
+    flow_id: str
+    flow_type: str
     step_type: str
     input: str
-    phase: str
+    phase: Phase
+    attempt: int = 1
     due_at: int | None = None
 
-
-@dataclass(frozen=True)
-class RunInfo:
-    """The columns of a run that callers need."""
-
-    run_id: str
-    flow_id: str
-    flow_type: str
-    status: str
-    input: str
-    request_id: str | None
-    started_at: int
-    closed_at: int | None
-    timeout_at: int | None
-    error_type: str | None
-    error_message: str | None
-
     @property
-    def is_running(self) -> bool:
-        """Return True while the run is open."""
-        return self.status == RUNNING
+    def keeps_locks(self) -> bool:
+        """Return True for a retry, which holds its phase's locks while queued."""
+        return self.attempt > 1
 
 
 @dataclass(frozen=True)
-class StoredValue:
-    """A stored Attribute value: JSON text, or a reference to a hard-delete blob."""
+class StepClose:
+    """A Step attempt's decision (or final failure): it closes the execution."""
 
-    value: str | None
-    blob: bool
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A run plus the Attribute rows one statement read with it."""
-
-    run: RunInfo
-    values: dict[tuple[str, str], StoredValue] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ActiveStepRecord:
-    """A Step execution that is still active, as recovery reads it."""
-
-    id: str
-    run_id: str
-    flow_id: str
-    flow_type: str
+    step_id: str
     step_type: str
-    input: str
-    phase: str
     attempt: int
-    due_at: int | None
-
-
-@dataclass
-class Effects:
-    """Durable effects of one handler, committed together in the seed's order."""
-
-    writes: list[AttributeWrite] = field(default_factory=list)
-    new_steps: list[NewStep] = field(default_factory=list)
-    cancel_step_types: list[str] = field(default_factory=list)
-    history: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    def is_empty(self) -> bool:
-        """Return True when committing would change nothing but history."""
-        return not (self.writes or self.new_steps or self.cancel_step_types)
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """How a Step attempt ended, as the commit unit records it."""
-
-    kind: str  # a DecisionKind value, or "FAILED"
+    kind: OutcomeKind
     output: str | None = None
     error_type: str | None = None
     error_message: str | None = None
-    is_completion: bool = False
+
+    @property
+    def is_completion(self) -> bool:
+        """Return True when the decision records a completion."""
+        return self.kind in (OutcomeKind.GRACEFUL_COMPLETE, OutcomeKind.FORCE_COMPLETE)
+
+
+@dataclass(frozen=True)
+class EnterExecute:
+    """A ``wait_for`` result: ``step`` is the execution's first ``execute`` attempt, due when
+    its wait ends."""
+
+    step: QueuedStep
+
+    @property
+    def step_id(self) -> str:
+        """Return the Step execution ID."""
+        return self.step.id
+
+
+@dataclass(frozen=True)
+class RunClose:
+    """Close the run with ``status`` (a stop or a Flow timeout)."""
+
+    status: RunStatus
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+#: What comes last in a commit; None for an RPC, whose result is control flow of its caller.
+Decision = StepClose | EnterExecute | RunClose | None
+
+
+@dataclass(frozen=True)
+class StagedEffects:
+    """Every durable effect of one handler invocation, committed together.
+
+    :func:`engine._storage.effects.apply_effects` applies them in the seed's order: Attribute
+    writes, best-effort Channel deletions, Channel publications, cancellations, next Steps,
+    then the decision. ``output`` is an RPC's validated output, returned once committed;
+    ``history`` holds events the handler recorded besides the commit's own.
+    """
+
+    writes: tuple[AttributeWrite, ...] = ()
+    channel_deletions: tuple[ChannelDeletion, ...] = ()
+    channel_publications: tuple[ChannelPublication, ...] = ()
+    cancel_step_types: tuple[str, ...] = ()
+    next_steps: tuple[QueuedStep, ...] = ()
+    decision: Decision = None
+    output: Any = None
+    history: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+    def changes_state(self) -> bool:
+        """Return True when committing would change more than history."""
+        return bool(
+            self.writes
+            or self.channel_deletions
+            or self.channel_publications
+            or self.cancel_step_types
+            or self.next_steps
+            or self.decision is not None
+        )
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    """A new run to create, with its initial Attributes and start Step, honouring ID reuse."""
+
+    flow_id: str
+    flow_type: str
+    run_id: str
+    input: str
+    request_id: str | None
+    id_reuse_policy: IdReusePolicy
+    ignore_already_started: bool
+    timeout_at: int | None
+    writes: tuple[AttributeWrite, ...]
+    start_step: QueuedStep | None
+
+
+# -- commit results ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunChange:
+    """What one commit changed in one run: everything the commit's followers act on.
+
+    ``queued_steps`` are pending executions to hand out (new ones, ones entering ``execute``,
+    retries); ``ended_step_ids`` are executions that ended (their decision committed, they
+    failed for good, or were canceled).
+    """
+
+    flow_id: str
+    flow_type: str
+    run_id: str
+    writes: tuple[AttributeWrite, ...] = ()
+    queued_steps: tuple[QueuedStep, ...] = ()
+    ended_step_ids: tuple[str, ...] = ()
+    started: bool = False
+    timeout_at: int | None = None
+    closed_status: RunStatus | None = None
 
 
 @dataclass(frozen=True)
 class CommitResult:
-    """What a commit changed that the runtime must act on afterwards."""
+    """The outcome of one commit unit: the runs it changed and what it reports to its caller."""
+
+    changes: tuple[RunChange, ...] = ()
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class StartOutcome:
+    """What a start reports: the run it created (``started``) or found."""
 
     run_id: str
-    canceled_step_ids: tuple[str, ...] = ()
-    new_steps: tuple[NewStep, ...] = ()
-    closed_status: str | None = None
+    started: bool

@@ -272,6 +272,32 @@ class InjectedClientFlow(Flow[None]):
         return token
 
 
+class ContextWriterFlow(Flow[None]):
+    progress = Stream("progress", str)
+
+    @rpc
+    def report(self, context: Context, input: str) -> None:
+        self.progress.write(context, input)
+
+    @rpc
+    def beat(self, context: Context) -> None:
+        context.heartbeat("busy")
+
+
+async def test_an_rpc_writing_a_stream_through_its_context_is_told_to_use_a_client(
+    engine_config: EngineConfig,
+) -> None:
+    flow = ContextWriterFlow()
+    async with running_engine([flow], engine_config) as eng:
+        await eng.start_flow(ContextWriterFlow, "f1")
+        with pytest.raises(DefinitionError, match="RPC report.*Engine.write_stream"):
+            await eng.invoke_rpc(flow.report, "f1", "x")
+        with pytest.raises(DefinitionError, match="only Step invocations heartbeat"):
+            await eng.invoke_rpc(flow.beat, "f1")
+        page = await eng.list_stream_messages("f1", ContextWriterFlow.progress, 10)
+        assert page.messages == []
+
+
 async def test_rpcs_write_streams_through_an_injected_client(
     engine_config: EngineConfig,
 ) -> None:

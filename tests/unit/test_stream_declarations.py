@@ -9,7 +9,6 @@ import pytest
 import engine
 from engine import (
     Attribute,
-    Context,
     DefinitionError,
     EngineConfig,
     Flow,
@@ -77,25 +76,21 @@ def test_stream_capacity_must_be_a_positive_int(capacity: Any) -> None:
 
 def test_buffered_text_needs_a_text_stream() -> None:
     numbers = Stream("numbers", int)
-    context = Context(flow_id="f", run_id="r", flow_type="F", states={}, snapshot={})
     with pytest.raises(DefinitionError, match="Stream\\[str\\]"):
-        numbers.buffered_text(context)
+        numbers.buffered_text(object())  # type: ignore[arg-type]
 
 
-def test_writing_through_a_context_without_a_step_is_a_clear_error() -> None:
-    context = Context(
-        flow_id="f", run_id="r", flow_type="ProgressFlow", states={}, snapshot={}, rpc_name="report"
-    )
-    with pytest.raises(DefinitionError, match="RPC report.*Engine.write_stream"):
-        ProgressFlow.progress.write(context, "x")
-    with pytest.raises(DefinitionError, match="only Step invocations heartbeat"):
-        context.heartbeat("busy")
+def test_writing_through_something_that_is_not_a_handler_context_is_a_clear_error() -> None:
+    with pytest.raises(DefinitionError, match="not a Context the engine passed to a handler"):
+        ProgressFlow.progress.write(object(), "x")  # type: ignore[arg-type]
 
 
 def test_list_flow_types_describes_streams() -> None:
-    described = engine.registry.describe_registry(Registry([ProgressFlow()]))
-    assert described[0]["streams"] == [
-        {"name": "progress", "schema": {"type": "string"}, "streamCapacityBytes": 4096}
+    described = Registry([ProgressFlow()]).describe()
+    assert described[0].streams == [
+        engine.StreamDescription(
+            name="progress", schema={"type": "string"}, stream_capacity_bytes=4096
+        )
     ]
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, text
 
-from engine._storage.database import Database, DatabaseSettings
+from engine._storage.database import DatabaseSettings
+from engine._storage.database import SQLiteDatabase as Database
 
 
 class Boom(Exception):

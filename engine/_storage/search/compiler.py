@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import and_, func, not_, or_, select, true
 
 from engine._storage import tables as t
-from engine._storage.records import CANCELED, COMPLETED, FAILED, RUNNING, TERMINATED, TIMED_OUT
+from engine._storage.records import RunStatus
 from engine._storage.search import fulltext
 from engine._storage.search.fields import SYSTEM_FIELDS
 from engine._storage.search.parser import (
@@ -57,7 +57,7 @@ DOUBLE = IndexType.DOUBLE
 BOOL = IndexType.BOOL
 DATETIME = IndexType.DATETIME
 
-STATUSES = (RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT)
+STATUSES = tuple(RunStatus)
 INT64_MAX = 2**63 - 1
 
 

@@ -1,0 +1,136 @@
+"""GetAttributes and SetAttributes: Attribute values read and written from outside a Flow."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from engine._runtime import effects
+from engine._runtime.committer import Committer
+from engine._runtime.names import (
+    check_id,
+    check_unicode,
+    new_id,
+    parse_key,
+    parse_values,
+    state_key,
+)
+from engine._runtime.ports import BlobStore, Database, LockTable
+from engine._runtime.snapshots import Snapshots
+from engine._storage import commits, reads
+from engine._storage.records import LoadPlan, StagedEffects
+from engine.clock import Clock, to_micros
+from engine.errors import FlowNotActiveOrNotFoundError, FlowNotFoundError, InvalidArgumentError
+from engine.registry import Registry
+from engine.results import AttributeValues
+
+
+class Attributes:
+    """Reads committed Attribute values without locks; writes them under the RPC lock rules."""
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        database: Database,
+        snapshots: Snapshots,
+        blobs: BlobStore,
+        locks: LockTable,
+        committer: Committer,
+        clock: Clock,
+    ) -> None:
+        self._registry = registry
+        self._database = database
+        self._snapshots = snapshots
+        self._blobs = blobs
+        self._locks = locks
+        self._committer = committer
+        self._clock = clock
+
+    async def get(self, flow_id: str, names: Iterable[str], run_id: str | None) -> AttributeValues:
+        """Read Attributes and map instances of one committed state (see the Engine)."""
+        check_id(flow_id, "flowId")
+        wanted = list(dict.fromkeys(names))
+        for name in wanted:
+            if not isinstance(name, str) or not name:
+                raise InvalidArgumentError("name: names must be non-empty strings", field="name")
+            check_unicode(name, "name")
+        # One read: the keys are split as written, then checked against the run's Flow type.
+        plan = (
+            LoadPlan(
+                tuple(sorted({n for n in wanted if "/" not in n})),
+                (),
+                tuple(sorted({_split(n) for n in wanted if "/" in n})),
+            )
+            if wanted
+            else LoadPlan()
+        )
+        snapshot = await self._snapshots.read(flow_id, run_id, plan)
+        if snapshot is None:
+            raise FlowNotFoundError(
+                f"Flow {flow_id} was not found", flow_id=flow_id, operation="getAttributes"
+            )
+        if wanted:
+            spec = self._registry.spec(snapshot.run.flow_type)
+            for name in wanted:
+                parse_key(spec, name, "name")
+        texts = await self._snapshots.texts(snapshot)
+        values = {state_key(n, i): json.loads(text) for (n, i), text in sorted(texts.items())}
+        return AttributeValues(flow_id, snapshot.run.run_id, values)
+
+    async def set(
+        self, flow_id: str, values: Mapping[str, Any], run_id: str | None
+    ) -> tuple[str, str]:
+        """Write Attributes of the active run, or erase hard-delete values of a closed one."""
+        check_id(flow_id, "flowId")
+        run = await reads.load_run(self._database, flow_id, run_id)
+        if run is None:
+            raise FlowNotActiveOrNotFoundError(
+                f"Flow {flow_id} was not found", flow_id=flow_id, operation="setAttributes"
+            )
+        spec = self._registry.spec(run.flow_type)
+        parsed = parse_values(spec, values, "values")
+        if not parsed:
+            raise InvalidArgumentError("values must name at least one Attribute", field="values")
+        erase = not run.is_running
+        if erase:
+            for (name, instance), value in parsed.items():
+                state = spec.states[name]
+                if (
+                    value is not None
+                    or not state.hard_delete_on_null
+                    or not await asyncio.to_thread(
+                        self._blobs.exists, flow_id, state_key(name, instance)
+                    )
+                ):
+                    raise FlowNotActiveOrNotFoundError(
+                        f"Flow {flow_id} run {run.run_id} is closed; only the erase (null) of "
+                        "stored hard-delete values is allowed",
+                        flow_id=flow_id,
+                        operation="setAttributes",
+                    )
+        owner = new_id()
+        if not erase:
+            # A client write must not slip under a Step's or an RPC's lock.
+            await self._locks.acquire_for_rpc(flow_id, [state_key(n, i) for n, i in parsed], owner)
+        try:
+            writes = await effects.encode_writes(self._blobs, spec, flow_id, parsed)
+            await self._committer.commit(
+                commits.set_attributes(
+                    flow_id=flow_id,
+                    run_id=run.run_id,
+                    effects=StagedEffects(writes=writes),
+                    now=to_micros(self._clock.now()),
+                    closed_erase=erase,
+                )
+            )
+        finally:
+            self._locks.release(flow_id, owner)
+        return flow_id, run.run_id
+
+
+def _split(key: str) -> tuple[str, str]:
+    name, _, instance = key.partition("/")
+    return name, instance

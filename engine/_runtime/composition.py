@@ -1,0 +1,198 @@
+"""Builds the engine from its parts, in one place.
+
+Every component receives what it needs when it is built; nothing is wired afterwards except the
+commit listener's subscription to the Notifier. A backend that runs several processes over one
+database swaps the coordination parts (database, locks, Step queue, timers, notifier, Stream
+store, blob store) here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine._runtime.activity import Activity
+from engine._runtime.attributes import Attributes
+from engine._runtime.committer import Committer
+from engine._runtime.flows import FlowQueries, RunWatchers
+from engine._runtime.followers import CommitFollowers
+from engine._runtime.locks import MemoryLockTable
+from engine._runtime.matches import AttributeMatches
+from engine._runtime.notifier import LocalNotifier
+from engine._runtime.ports import BlobStore, Database, LockTable, StepQueue, TimerQueue
+from engine._runtime.recovery import recover
+from engine._runtime.retention import Retention
+from engine._runtime.rpcs import RPCExecutor
+from engine._runtime.scheduler import Scheduler
+from engine._runtime.snapshots import Snapshots
+from engine._runtime.starts import Starter
+from engine._runtime.step_queue import MemoryStepQueue
+from engine._runtime.timeouts import Timeouts
+from engine._runtime.timers import ClockTimers
+from engine._storage.blobs import FileBlobStore
+from engine._storage.database import DatabaseSettings, SQLiteDatabase
+from engine._streams import StreamService
+from engine._streams.service import memory_store
+from engine.clock import Clock
+from engine.config import EngineConfig
+from engine.registry import Registry
+
+STEPS_DUE = "Steps due"
+TIMERS_DUE = "timers due"
+
+
+@dataclass
+class Services:
+    """The running parts of one Engine."""
+
+    registry: Registry
+    clock: Clock
+    database: Database
+    blobs: BlobStore
+    timers: TimerQueue
+    locks: LockTable
+    queue: StepQueue
+    activity: Activity
+    committer: Committer
+    streams: StreamService
+    scheduler: Scheduler
+    timeouts: Timeouts
+    matches: AttributeMatches
+    flows: FlowQueries
+    attributes: Attributes
+    starter: Starter
+    rpcs: RPCExecutor
+    retention: Retention | None
+    recovered_steps: int = 0
+
+    async def start(self) -> None:
+        """Open storage, resume every open run, and start running Steps and timers."""
+        await self.database.open()
+        self.timers.start()
+        self.recovered_steps = await recover(
+            database=self.database,
+            registry=self.registry,
+            locks=self.locks,
+            scheduler=self.scheduler,
+            timeouts=self.timeouts,
+        )
+        self.scheduler.start()
+        if self.retention is not None:
+            self.retention.start()
+        self.clock.attach(self.activity)
+
+    async def close(self) -> None:
+        """Stop running Steps and close storage; open runs resume on the next start."""
+        self.clock.detach(self.activity)
+        self.streams.close()  # waiting Stream readers return now
+        await self.scheduler.close()
+        await self.timeouts.close()
+        await self.timers.stop()
+        if self.retention is not None:
+            await self.retention.stop()
+        self.rpcs.close()
+        await self.database.close()
+
+
+def compose(registry: Registry, config: EngineConfig) -> Services:
+    """Build the parts of an Engine over one SQLite database, in this process."""
+    clock = config.clock
+    activity = Activity()
+    database = SQLiteDatabase(
+        DatabaseSettings(
+            url=config.database_url,
+            sqlite_synchronous=config.sqlite_synchronous,
+            max_batch=config.max_commit_batch,
+        )
+    )
+    blobs = FileBlobStore(config.blob_dir)
+    timers = ClockTimers(clock, on_fired=activity.touch)
+    locks = MemoryLockTable()
+    queue = MemoryStepQueue(timers, clock)
+    notifier = LocalNotifier()
+    committer = Committer(database, notifier, activity)
+    snapshots = Snapshots(database, blobs)
+    streams = StreamService(registry, config.streams, clock, memory_store(config.streams, clock))
+    scheduler = Scheduler(
+        registry=registry,
+        queue=queue,
+        locks=locks,
+        committer=committer,
+        snapshots=snapshots,
+        blobs=blobs,
+        streams=streams,
+        activity=activity,
+        clock=clock,
+        threads=config.step_threads,
+    )
+    timeouts = Timeouts(
+        registry=registry,
+        timers=timers,
+        snapshots=snapshots,
+        blobs=blobs,
+        committer=committer,
+        activity=activity,
+        clock=clock,
+    )
+    matches = AttributeMatches(registry, database, snapshots)
+    watchers = RunWatchers()
+    notifier.subscribe(
+        CommitFollowers(
+            scheduler=scheduler, matches=matches, watchers=watchers, timeouts=timeouts
+        ).on_commit
+    )
+    activity.add_probe(lambda: f"{n} {STEPS_DUE}" if (n := queue.ready()) else None)
+    activity.add_probe(lambda: TIMERS_DUE if timers.has_due() else None)
+    retention = None
+    if config.retention is not None:
+        retention = Retention(
+            committer=committer,
+            blobs=blobs,
+            timers=timers,
+            activity=activity,
+            clock=clock,
+            retention_seconds=config.retention.total_seconds(),
+            interval_seconds=config.retention_check_interval.total_seconds(),
+        )
+    return Services(
+        registry=registry,
+        clock=clock,
+        database=database,
+        blobs=blobs,
+        timers=timers,
+        locks=locks,
+        queue=queue,
+        activity=activity,
+        committer=committer,
+        streams=streams,
+        scheduler=scheduler,
+        timeouts=timeouts,
+        matches=matches,
+        flows=FlowQueries(
+            registry=registry,
+            database=database,
+            committer=committer,
+            watchers=watchers,
+            clock=clock,
+        ),
+        attributes=Attributes(
+            registry=registry,
+            database=database,
+            snapshots=snapshots,
+            blobs=blobs,
+            locks=locks,
+            committer=committer,
+            clock=clock,
+        ),
+        starter=Starter(registry=registry, blobs=blobs, committer=committer, clock=clock),
+        rpcs=RPCExecutor(
+            registry=registry,
+            database=database,
+            snapshots=snapshots,
+            blobs=blobs,
+            locks=locks,
+            committer=committer,
+            clock=clock,
+            threads=config.rpc_threads,
+        ),
+        retention=retention,
+    )

@@ -1,0 +1,48 @@
+"""The commit listener: every follow-up of a commit, in one place.
+
+For each run a commit changed: WaitForAttributeMatch waiters see its writes, ended Step
+executions stop and release their locks, queued ones are handed to the StepQueue, a started
+run's timeout is armed, and a closed run's watchers wake and its timeout is disarmed.
+"""
+
+from __future__ import annotations
+
+from engine._runtime.flows import RunWatchers
+from engine._runtime.matches import AttributeMatches
+from engine._runtime.scheduler import Scheduler
+from engine._runtime.timeouts import Timeouts
+from engine._storage.records import CommitResult
+
+
+class CommitFollowers:
+    """Acts on each commit the Notifier delivers."""
+
+    def __init__(
+        self,
+        *,
+        scheduler: Scheduler,
+        matches: AttributeMatches,
+        watchers: RunWatchers,
+        timeouts: Timeouts,
+    ) -> None:
+        self._scheduler = scheduler
+        self._matches = matches
+        self._watchers = watchers
+        self._timeouts = timeouts
+
+    def on_commit(self, result: CommitResult) -> None:
+        """Follow up on every run ``result`` changed."""
+        for change in result.changes:
+            closed = change.closed_status is not None
+            self._matches.notify(change.run_id, change.writes, closed=closed)
+            if change.ended_step_ids:
+                self._scheduler.end(change.flow_id, change.ended_step_ids)
+            for step in change.queued_steps:
+                self._scheduler.requeue(step)
+            if change.started and change.timeout_at is not None:
+                self._timeouts.schedule(
+                    change.run_id, change.flow_id, change.flow_type, change.timeout_at
+                )
+            if closed:
+                self._timeouts.cancel(change.run_id)
+                self._watchers.closed(change.run_id)

@@ -1,0 +1,166 @@
+"""The coordination interfaces of the runtime.
+
+Each piece of coordination the engine needs is a small Protocol here. The in-process
+implementations (one SQLite file, one process) are what ``composition.compose`` builds today;
+a backend that runs several processes over one database provides a second implementation of
+each, and nothing that uses them changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from sqlalchemy import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from engine._storage.records import CommitResult, QueuedStep
+
+if TYPE_CHECKING:
+    from engine._streams.records import StoredMessage
+
+T = TypeVar("T")
+
+
+class Database(Protocol):
+    """Durable state: one-statement reads, commit units, and the engine for search reads."""
+
+    async def open(self) -> None:
+        """Create or upgrade the schema and start serving."""
+
+    async def close(self) -> None:
+        """Apply what is queued, then release every connection."""
+
+    async def read(self, query: Callable[[Connection], T]) -> T:
+        """Run ``query(conn)`` against the last committed state and return its result."""
+
+    async def write(self, unit: Callable[[Connection], T]) -> T:
+        """Apply ``unit(conn)`` in one transaction and return its result once committed."""
+
+    def reader(self) -> AsyncEngine:
+        """Return the async engine that search pages read through."""
+
+
+class BlobStore(Protocol):
+    """Object storage for hard-delete values: one value per (Flow ID, Attribute key)."""
+
+    def put(self, flow_id: str, key: str, data: str) -> None:
+        """Store ``data`` durably, replacing what was there."""
+
+    def get(self, flow_id: str, key: str) -> str | None:
+        """Return the stored value, or None."""
+
+    def delete(self, flow_id: str, key: str) -> bool:
+        """Delete the value for good; return True when one existed."""
+
+    def delete_flow(self, flow_id: str) -> None:
+        """Delete every value of a Flow that was purged."""
+
+    def exists(self, flow_id: str, key: str) -> bool:
+        """Return True when a value is stored."""
+
+
+class TimerHandle(Protocol):
+    """A scheduled callback."""
+
+    def cancel(self) -> None:
+        """Stop the callback from running."""
+
+
+class TimerQueue(Protocol):
+    """Callbacks at times of the engine's clock."""
+
+    def start(self) -> None:
+        """Start firing callbacks."""
+
+    async def stop(self) -> None:
+        """Stop; callbacks not yet due never run."""
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        """Run ``callback`` once the clock reaches ``when`` (epoch seconds)."""
+
+    def has_due(self) -> bool:
+        """Return True when a callback is due now and has not run yet."""
+
+
+class LockTable(Protocol):
+    """Attribute locks: one Step execution or RPC invocation holds a key at a time.
+
+    RPCs never queue; Steps queue first come, first served behind earlier Steps.
+    """
+
+    async def acquire_for_rpc(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
+        """Take every key at once or raise RPCLockConflictError naming a held key."""
+
+    def acquire_for_step(self, flow_id: str, keys: Iterable[str], owner: str) -> Awaitable[None]:
+        """Return an awaitable that completes once the Step holds every key."""
+
+    def hold_for_step(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
+        """Record that a queued retry keeps ``keys`` (recovery, before anything else runs)."""
+
+    def release(self, flow_id: str, owner: str) -> None:
+        """Release every key ``owner`` holds or waits for."""
+
+
+class StepQueue(Protocol):
+    """Pending Step executions waiting for an attempt, handed out once due."""
+
+    def submit(self, step: QueuedStep) -> None:
+        """Offer a pending execution; it is claimable from its due time on."""
+
+    async def claim(self) -> QueuedStep:
+        """Wait for the next due execution and hand it to this process."""
+
+    def renew(self, step_id: str) -> None:
+        """Keep this process's claim on a running attempt alive."""
+
+    def release(self, step_id: str) -> None:
+        """Drop an execution: it ended, or its attempt is done with it."""
+
+    def ready(self) -> int:
+        """Return how many due executions wait to be claimed."""
+
+    def close(self) -> None:
+        """Stop handing out executions."""
+
+
+CommitListener = Callable[[CommitResult], None]
+
+
+class Notifier(Protocol):
+    """Delivers every commit to the listeners that follow up on it."""
+
+    def publish(self, result: CommitResult) -> None:
+        """Deliver ``result`` to every listener."""
+
+    def subscribe(self, listener: CommitListener) -> None:
+        """Call ``listener`` with every commit from now on."""
+
+
+class StreamStore(Protocol):
+    """Where best-effort Stream messages live."""
+
+    @property
+    def epoch(self) -> str:
+        """Identify this store's contents; tokens of another epoch name vanished messages."""
+
+    def append(
+        self, flow_type: str, name: str, capacity: int, flow_id: str, source: str, text: str
+    ) -> StoredMessage:
+        """Append a message or raise ResourceExhaustedError (asking trimming for room)."""
+
+    async def next_after(
+        self, flow_type: str, name: str, flow_id: str, after: int, wait_seconds: float
+    ) -> StoredMessage | None:
+        """Return the first message after sequence ``after``, waiting up to ``wait_seconds``."""
+
+    def page(
+        self, flow_type: str, name: str, flow_id: str, before: int | None, size: int
+    ) -> tuple[list[StoredMessage], bool]:
+        """Return up to ``size`` messages before ``before``, newest first, and whether more."""
+
+    def stats(self, flow_type: str, name: str) -> dict[str, Any]:
+        """Return usage figures of one Stream."""
+
+    def close(self) -> None:
+        """Wake waiting readers; later calls fail."""

@@ -1,0 +1,49 @@
+"""Start-up: resume every open run a previous process left, from the database alone."""
+
+from __future__ import annotations
+
+import logging
+
+from engine._runtime.ports import Database, LockTable
+from engine._runtime.scheduler import Scheduler
+from engine._runtime.timeouts import Timeouts
+from engine._storage import reads
+from engine.registry import Registry
+
+log = logging.getLogger("dexlite.recovery")
+
+
+async def recover(
+    *,
+    database: Database,
+    registry: Registry,
+    locks: LockTable,
+    scheduler: Scheduler,
+    timeouts: Timeouts,
+) -> int:
+    """Re-arm Flow timeouts and queue every pending Step; return how many Steps resumed.
+
+    A queued retry keeps its locks, so it takes them here, before any RPC can.
+    """
+    for run in await reads.running_runs(database):
+        if run.timeout_at is not None:
+            timeouts.schedule(run.run_id, run.flow_id, run.flow_type, run.timeout_at)
+    known = set(registry.flow_types)
+    count = 0
+    for step in await reads.active_steps(database):
+        if step.flow_type not in known:
+            log.warning(
+                "not resuming Step %s: Flow type %s is not registered", step.id, step.flow_type
+            )
+            continue
+        sspec = registry.spec(step.flow_type).steps.get(step.step_type)
+        if sspec is None:
+            log.warning(
+                "not resuming Step %s: Step type %s is not registered", step.id, step.step_type
+            )
+            continue
+        if step.keeps_locks:
+            locks.hold_for_step(step.flow_id, sspec.plans[step.phase].lock_keys, step.id)
+        scheduler.requeue(step)
+        count += 1
+    return count

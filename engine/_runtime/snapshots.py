@@ -1,0 +1,86 @@
+"""Reading an invocation's snapshot and turning it into the Context a handler receives."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from engine import _codec
+from engine._runtime.context import InvocationContext
+from engine._runtime.names import state_key
+from engine._runtime.ports import BlobStore, Database
+from engine._runtime.step_io import StepIO
+from engine._specs import FlowSpec
+from engine._storage import reads
+from engine._storage.records import LoadPlan, Snapshot
+
+
+class Snapshots:
+    """Reads committed state for handlers and clients, resolving hard-delete values."""
+
+    def __init__(self, database: Database, blobs: BlobStore) -> None:
+        self._database = database
+        self._blobs = blobs
+
+    async def read(self, flow_id: str, run_id: str | None, plan: LoadPlan) -> Snapshot | None:
+        """Read the run (the given one, or the Flow's latest) with what ``plan`` loads."""
+        return await reads.load_snapshot(self._database, flow_id, run_id, plan)
+
+    async def texts(self, snapshot: Snapshot) -> dict[tuple[str, str], str]:
+        """Return the JSON text of each stored value; deleted hard-delete values are absent.
+
+        A hard-delete value is one per Flow ID and key, read from the blob store.
+        """
+        flow_id = snapshot.run.flow_id
+        texts: dict[tuple[str, str], str] = {}
+        blob_keys: list[tuple[str, str]] = []
+        for key, stored in snapshot.values.items():
+            if stored.blob:
+                blob_keys.append(key)
+            elif stored.value is not None:
+                texts[key] = stored.value
+        if blob_keys:
+
+            def load() -> dict[tuple[str, str], str | None]:
+                return {k: self._blobs.get(flow_id, state_key(*k)) for k in blob_keys}
+
+            for key, text in (await asyncio.to_thread(load)).items():
+                if text is not None:
+                    texts[key] = text
+        return texts
+
+    async def values(self, spec: FlowSpec, snapshot: Snapshot) -> dict[tuple[str, str], Any]:
+        """Return the snapshot's values decoded with their declared types."""
+        values: dict[tuple[str, str], Any] = {}
+        for (name, instance), text in (await self.texts(snapshot)).items():
+            state = spec.states.get(name)
+            if state is not None:
+                values[(name, instance)] = _codec.decode(state.value_type, text)
+        return values
+
+    async def context(
+        self,
+        spec: FlowSpec,
+        snapshot: Snapshot,
+        plan: LoadPlan,
+        *,
+        step_execution_id: str | None = None,
+        step_type: str | None = None,
+        attempt: int = 1,
+        rpc_name: str | None = None,
+        step_io: StepIO | None = None,
+    ) -> InvocationContext:
+        """Decode ``snapshot`` into the Context of one invocation that loaded ``plan``."""
+        return InvocationContext(
+            flow_id=snapshot.run.flow_id,
+            run_id=snapshot.run.run_id,
+            flow_type=spec.flow_type,
+            states=spec.states,
+            values=await self.values(spec, snapshot),
+            plan=plan,
+            step_execution_id=step_execution_id,
+            step_type=step_type,
+            attempt=attempt,
+            rpc_name=rpc_name,
+            step_io=step_io,
+        )

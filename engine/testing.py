@@ -1,0 +1,43 @@
+"""Helpers for testing Flows without sleeping.
+
+``await settle(engine)`` returns once the engine has nothing left to do at the current time: no
+Step attempt running, no commit in flight, no execution or timer due. Pair it with a
+:class:`~engine.clock.ManualClock` to skip time, as Temporal's time-skipping test environment
+does::
+
+    clock = ManualClock()
+    async with Engine(registry, EngineConfig(clock=clock, ...)) as eng:
+        await eng.start_flow(OrderFlow, "order-7", "7")
+        await settle(eng)                        # the Step is now waiting on its Timer
+        await clock.advance_when_idle(30)        # fire it, and everything it leads to
+        assert (await eng.wait_for_flow("order-7")).status == "COMPLETED"
+
+A Step waiting for a lock, a future timer, or an RPC the test has not sent yet is idle: only
+the test (or time) can move it. A handler blocked on something the test releases later keeps
+the engine busy, so release it before settling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from engine.clock import ManualClock
+from engine.engine import Engine
+
+__all__ = ["ManualClock", "settle"]
+
+
+async def settle(engine: Engine, *, give_up_after: float = 30.0) -> None:
+    """Return once no Step, commit or timer of ``engine`` is due.
+
+    Raises TimeoutError naming the work still in hand after ``give_up_after`` seconds of real
+    time (a handler that never returns, say).
+    """
+    try:
+        async with asyncio.timeout(give_up_after):
+            await engine._wait_idle()
+    except TimeoutError:
+        busy = ", ".join(engine._pending_work()) or "nothing (it settled just now)"
+        raise TimeoutError(
+            f"the engine did not settle within {give_up_after:g} s: {busy}"
+        ) from None
