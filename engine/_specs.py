@@ -1,7 +1,7 @@
 """What the Registry builds from each Flow: validated specs the runtime looks things up in.
 
 Validation happens here, once, when a Registry is built; a DefinitionError says precisely what
-is wrong. Specs also carry what each handler locks and loads (see ``_runtime.loads``).
+is wrong. Specs also carry what each handler locks and loads (see ``_loads``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from engine._rpc_definition import RPCDefinition, rpc_definition_of
-from engine._runtime.loads import (
+from engine._loads import (
     PhasePlan,
     RPCPlan,
     check_declared_loads,
@@ -23,6 +22,7 @@ from engine._runtime.loads import (
     rpc_plan,
     timeout_plan,
 )
+from engine._rpc_definition import RPCDefinition, rpc_definition_of
 from engine._storage.records import LoadPlan, Phase
 from engine._storage.search.fields import is_system_field
 from engine.attribute import AttributeLock, IndexType, _State

@@ -7,16 +7,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from engine._ids import check_id, check_unicode, new_id, state_key
 from engine._runtime import effects
 from engine._runtime.committer import Committer
-from engine._runtime.names import (
-    check_id,
-    check_unicode,
-    new_id,
-    parse_key,
-    parse_values,
-    state_key,
-)
+from engine._runtime.names import parse_key, parse_values
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots
 from engine._storage import commits, reads

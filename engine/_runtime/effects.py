@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine import _codec
-from engine._runtime.names import new_id, state_key
+from engine._ids import new_id, state_key
 from engine._runtime.ports import BlobStore
 from engine._specs import FlowSpec
 from engine._storage.indexes import index_write

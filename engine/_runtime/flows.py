@@ -7,8 +7,8 @@ import contextlib
 import json
 from datetime import UTC, datetime
 
+from engine._ids import to_datetime
 from engine._runtime.committer import Committer
-from engine._runtime.names import to_datetime
 from engine._runtime.ports import Database
 from engine._storage import commits, reads
 from engine._storage.records import RunClose, RunStatus

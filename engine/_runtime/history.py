@@ -6,7 +6,7 @@ import base64
 import json
 from datetime import UTC, datetime
 
-from engine._runtime.names import to_datetime
+from engine._ids import to_datetime
 from engine._runtime.ports import Database
 from engine._storage import reads
 from engine.errors import FlowNotFoundError, InvalidArgumentError, InvalidPageTokenError

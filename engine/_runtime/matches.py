@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import _codec
-from engine._runtime.names import check_id
+from engine._ids import check_id
 from engine._runtime.ports import Database
 from engine._runtime.snapshots import Snapshots
 from engine._storage import reads

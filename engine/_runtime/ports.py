@@ -1,6 +1,7 @@
 """The coordination interfaces of the runtime.
 
-Each piece of coordination the engine needs is a small Protocol here. The in-process
+Each piece of coordination the engine needs is a small Protocol here (the Stream Store's lives
+with the Stream records it returns, in ``engine._streams.records``). The in-process
 implementations (one SQLite file, one process) are what ``composition.compose`` builds today;
 a backend that runs several processes over one database provides a second implementation of
 each, and nothing that uses them changes.
@@ -9,15 +10,25 @@ each, and nothing that uses them changes.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine._storage.records import CommitResult, QueuedStep
+from engine._streams.records import StreamStore
 
-if TYPE_CHECKING:
-    from engine._streams.records import StoredMessage
+__all__ = [
+    "BlobStore",
+    "CommitListener",
+    "Database",
+    "LockTable",
+    "Notifier",
+    "StepQueue",
+    "StreamStore",
+    "TimerHandle",
+    "TimerQueue",
+]
 
 T = TypeVar("T")
 
@@ -135,32 +146,3 @@ class Notifier(Protocol):
 
     def subscribe(self, listener: CommitListener) -> None:
         """Call ``listener`` with every commit from now on."""
-
-
-class StreamStore(Protocol):
-    """Where best-effort Stream messages live."""
-
-    @property
-    def epoch(self) -> str:
-        """Identify this store's contents; tokens of another epoch name vanished messages."""
-
-    def append(
-        self, flow_type: str, name: str, capacity: int, flow_id: str, source: str, text: str
-    ) -> StoredMessage:
-        """Append a message or raise ResourceExhaustedError (asking trimming for room)."""
-
-    async def next_after(
-        self, flow_type: str, name: str, flow_id: str, after: int, wait_seconds: float
-    ) -> StoredMessage | None:
-        """Return the first message after sequence ``after``, waiting up to ``wait_seconds``."""
-
-    def page(
-        self, flow_type: str, name: str, flow_id: str, before: int | None, size: int
-    ) -> tuple[list[StoredMessage], bool]:
-        """Return up to ``size`` messages before ``before``, newest first, and whether more."""
-
-    def stats(self, flow_type: str, name: str) -> dict[str, Any]:
-        """Return usage figures of one Stream."""
-
-    def close(self) -> None:
-        """Wake waiting readers; later calls fail."""

@@ -8,12 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from engine import _codec
+from engine._ids import check_id, new_id
+from engine._loads import RPCPlan, rpc_plan_with
 from engine._rpc_definition import RPCDefinition, rpc_definition_of
 from engine._runtime import effects
 from engine._runtime.committer import Committer
 from engine._runtime.context import InvocationContext
-from engine._runtime.loads import RPCPlan, rpc_plan_with
-from engine._runtime.names import check_id, new_id
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec

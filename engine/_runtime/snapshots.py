@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from engine import _codec
+from engine._ids import state_key
 from engine._runtime.context import InvocationContext
-from engine._runtime.names import state_key
 from engine._runtime.ports import BlobStore, Database
 from engine._runtime.step_io import StepIO
 from engine._specs import FlowSpec

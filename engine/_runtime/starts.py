@@ -11,9 +11,10 @@ from datetime import timedelta
 from typing import Any
 
 from engine import _codec
+from engine._ids import check_id, new_id
 from engine._runtime import effects
 from engine._runtime.committer import Committer
-from engine._runtime.names import check_id, new_id, parse_values
+from engine._runtime.names import parse_values
 from engine._runtime.ports import BlobStore
 from engine._specs import FlowSpec
 from engine._storage import commits

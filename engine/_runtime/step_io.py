@@ -13,7 +13,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from engine._runtime.signals import StepCanceled
 from engine._staging import FlushableWriter, StreamRef
@@ -21,9 +21,6 @@ from engine.clock import Clock
 from engine.errors import DefinitionError, InvalidStepResultError
 from engine.outputs import Heartbeat, StepOutput, StreamWrite
 from engine.stream import Stream
-
-if TYPE_CHECKING:
-    from engine._runtime.context import InvocationContext
 
 log = logging.getLogger("dexlite.streams")
 
@@ -160,7 +157,16 @@ def deliver_yielded(io: StepIO | None, item: Any) -> None:
             io.deliver(one)
 
 
-def run_generator(fn: Callable[..., Any], context: InvocationContext, value: Any) -> Any:
+class GeneratorContext(Protocol):
+    """What driving a generator Step needs of its Context."""
+
+    @property
+    def step_io(self) -> StepIO | None: ...
+
+    def is_cancellation_requested(self) -> bool: ...
+
+
+def run_generator(fn: Callable[..., Any], context: GeneratorContext, value: Any) -> Any:
     """Drive a sync generator handler in a worker thread; return its ``return`` value."""
     generator = fn(context, value)
     try:

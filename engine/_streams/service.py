@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from engine import _codec
-from engine._runtime.names import check_id
+from engine._ids import check_id
 from engine._streams import tokens
 from engine._streams.memory import MemoryStreamStore
-from engine._streams.records import StoredMessage
+from engine._streams.records import StoredMessage, StreamStore
 from engine.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -22,7 +22,6 @@ from engine.errors import (
 from engine.stream import Stream, StreamMessage, StreamMessagePage, StreamStoreConfig
 
 if TYPE_CHECKING:
-    from engine._runtime.ports import StreamStore
     from engine.clock import Clock
     from engine.flow import Flow
     from engine.registry import Registry

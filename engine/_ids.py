@@ -1,0 +1,50 @@
+"""IDs and names callers pass or the engine makes: checks, new IDs, key forms, stored times."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from uuid6 import uuid7
+
+from engine.errors import InvalidArgumentError
+
+MAX_ID_LENGTH = 256
+
+
+def new_id() -> str:
+    """Return a new time-ordered unique ID (UUIDv7)."""
+    return str(uuid7())
+
+
+def state_key(name: str, instance: str) -> str:
+    """Return the wire form of a state key: ``name`` or ``name/instance``."""
+    return f"{name}/{instance}" if instance else name
+
+
+def check_id(value: Any, what: str) -> str:
+    """Return ``value`` if it is a usable Flow, run or request ID."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgumentError(f"{what} must be a non-blank string", field=what)
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidArgumentError(f"{what} must be at most {MAX_ID_LENGTH} characters", field=what)
+    if "/" in value or any(ord(c) < 32 for c in value):
+        raise InvalidArgumentError(f"{what} must not contain '/' or control characters", field=what)
+    check_unicode(value, what)
+    return value
+
+
+def check_unicode(value: str, what: str) -> str:
+    """Return ``value`` unless it holds lone surrogates, which no database can store."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(
+            f"{what} must be valid Unicode text (no lone surrogates)", field=what
+        ) from None
+    return value
+
+
+def to_datetime(us: int | None) -> datetime | None:
+    """Convert stored microseconds to an aware UTC datetime."""
+    return None if us is None else datetime.fromtimestamp(us / 1_000_000, UTC)
