@@ -24,7 +24,7 @@ PLAYGROUND_DIR = Path(__file__).resolve().parent.parent / "playground"
 VERSION = "0.1.0"
 
 
-def engine_config(settings: Settings) -> engine.EngineConfig:
+def config_from_settings(settings: Settings) -> engine.EngineConfig:
     """Return the EngineConfig the settings describe."""
     return engine.EngineConfig(
         retention=timedelta(days=settings.retention_days) if settings.retention_days else None,
@@ -62,11 +62,19 @@ def load_registry(path: str) -> engine.Registry:
 
 
 def create_app(
-    settings: Settings | None = None, registry: engine.Registry | None = None
+    settings: Settings | None = None,
+    registry: engine.Registry | None = None,
+    *,
+    engine_config: engine.EngineConfig | None = None,
 ) -> FastAPI:
     """Build the app. With no registry it serves the bundled examples and their routes; with a
-    Registry it serves the engine API for exactly those Flows (and the playground)."""
+    Registry it serves the engine API for exactly those Flows (and the playground).
+
+    ``engine_config`` replaces the EngineConfig the settings describe, so tests can run the
+    app on a ManualClock.
+    """
     settings = settings or Settings()
+    config = engine_config or config_from_settings(settings)
     routers = []
     if registry is None and settings.registry:
         registry = load_registry(settings.registry)
@@ -79,7 +87,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        eng = engine.Engine(chosen_registry, engine_config(settings))
+        eng = engine.Engine(chosen_registry, config)
         await eng.start()
         app.state.engine = eng
         try:

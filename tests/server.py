@@ -1,4 +1,9 @@
-"""Run a real dexlite server in a subprocess for tests that need a process to kill."""
+"""A real dexlite server in a subprocess, for tests that need a process to kill or a browser.
+
+Every subprocess test starts its server through :class:`ServerProcess`: a free port, its own
+database and blob directory, only the settings the test gives (a developer's ``DEXLITE_*``
+variables do not leak in), output captured in a log file the failure message quotes.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+from types import TracebackType
 
 import httpx
 
+from tests.support.waiting import wait_until
+
 ROOT = Path(__file__).resolve().parents[1]
+STARTUP_SECONDS = 30.0
 
 
 def free_port() -> int:
@@ -23,18 +31,22 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """A `uvicorn --factory app.main:create_app` process on a free port and a given database."""
+    """``uvicorn --factory <factory>`` on a free port over a database in ``data_dir``."""
 
     def __init__(
         self,
         data_dir: Path,
         factory: str = "app.main:create_app",
         env: dict[str, str] | None = None,
+        *,
+        log_level: str = "warning",
     ) -> None:
         self.data_dir = data_dir
         self.factory = factory
         self.extra_env = env or {}
+        self.log_level = log_level
         self.port = free_port()
+        self.log_path = data_dir / f"server-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -42,54 +54,66 @@ class ServerProcess:
         """Return the server's base URL."""
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> None:
-        """Start the server and wait until /readyz answers."""
-        env = {
-            **os.environ,
-            "DEXLITE_DATABASE_URL": f"sqlite+aiosqlite:///{self.data_dir}/dexlite.db",
-            "DEXLITE_BLOB_DIR": str(self.data_dir / "blobs"),
+    def log_text(self) -> str:
+        """Return what the server printed so far."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self) -> ServerProcess:
+        """Start the server and return once /readyz answers 200 (recovery has finished)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DEXLITE_")}
+        env.update(
+            DEXLITE_DATABASE_URL=f"sqlite+aiosqlite:///{self.data_dir}/dexlite.db",
+            DEXLITE_BLOB_DIR=str(self.data_dir / "blobs"),
+            PYTHONPATH=str(ROOT),
             **self.extra_env,
-        }
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "--factory",
-                self.factory,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited: {self.process.stderr.read().decode()}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("server did not become ready")
+        with self.log_path.open("ab") as log:
+            # sys.executable is the venv's python, so the server runs the code under test.
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "--factory",
+                    self.factory,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--log-level",
+                    self.log_level,
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(self._ready, within=STARTUP_SECONDS, interval=0.05, what="the server start")
+        return self
+
+    def _ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"server exited ({self.process.returncode}):\n{self.log_text()}")
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
 
     def kill(self) -> None:
         """SIGKILL the server: no shutdown code runs."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(10)
-        self._close_pipes()
+
+    def interrupt(self, timeout: float = 15.0) -> int:
+        """Send SIGINT (a graceful shutdown) and return the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout)
 
     def stop(self) -> None:
-        """Stop the server gracefully."""
+        """Stop the server gracefully (SIGTERM), killing it if it does not exit."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -97,8 +121,14 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(5)
-        self._close_pipes()
 
-    def _close_pipes(self) -> None:
-        if self.process is not None and self.process.stderr is not None:
-            self.process.stderr.close()
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -29,6 +29,7 @@ from engine import (
     graceful_complete,
     rpc,
 )
+from tests.support.problems import assert_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = "application/problem+json"
@@ -100,15 +101,6 @@ def registry() -> Registry:
 @pytest.fixture(autouse=True)
 def _fresh_events() -> None:
     Hold.release = asyncio.Event()
-
-
-def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    body = response.json()
-    assert body["code"] == code and body["status"] == status
-    assert {"type", "title", "detail"} <= set(body)
-    return body  # type: ignore[no-any-return]
 
 
 async def start(client: httpx.AsyncClient, flow_type: str, flow_id: str, **body: Any) -> Any:

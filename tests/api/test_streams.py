@@ -22,6 +22,7 @@ from engine import (
     graceful_complete,
     rpc,
 )
+from tests.support.problems import assert_problem
 
 PROBLEM = "application/problem+json"
 
@@ -70,14 +71,6 @@ async def post(
     source: str = "tester",
 ) -> httpx.Response:
     return await client.post(url(flow_id, stream), json={"source": source, "value": value})
-
-
-def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    body: dict[str, Any] = response.json()
-    assert body["code"] == code
-    return body
 
 
 async def test_write_returns_201_with_a_resume_token_read_back_by_read_stream(

@@ -5,14 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +14,7 @@ import httpx
 import pytest
 
 from engine import Flow, Registry, Stream
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.server import ServerProcess
 
 
 class TickerFlow(Flow[None]):
@@ -35,67 +28,6 @@ def registry() -> Registry:
 
 EVENTS = "/api/v1/streams/TickerFlow/t1/ticks/events"
 MESSAGES = "/api/v1/streams/TickerFlow/t1/ticks/messages"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def uvicorn_server(tmp_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Run ``uvicorn --factory app.main:create_app`` on a free port with this file's registry."""
-    port = _free_port()
-    environment = {
-        **os.environ,
-        "DEXLITE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/sse.db",
-        "DEXLITE_BLOB_DIR": str(tmp_path / "blobs"),
-        "DEXLITE_REGISTRY": "tests.api.test_streams_sse:registry",
-        "PYTHONPATH": str(ROOT),
-        **env,
-    }
-    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed in finally
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "app.main:create_app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "info",
-        ],
-        cwd=ROOT,
-        env=environment,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    "server did not start:\n"
-                    + (tmp_path / "server.log").read_text(errors="replace")
-                )
-            time.sleep(0.05)
-        yield base, process
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-        log.close()
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, str]]:
@@ -115,8 +47,16 @@ async def test_events_follow_a_stream_live_resume_and_end_when_the_client_leaves
     tmp_path: Path,
 ) -> None:
     # A long response limit: only the client's departure can end the response.
-    with uvicorn_server(tmp_path, DEXLITE_STREAM_EVENTS_MAX_SECONDS="600") as (base, process):
-        async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+    server = ServerProcess(
+        tmp_path,
+        env={
+            "DEXLITE_REGISTRY": "tests.api.test_streams_sse:registry",
+            "DEXLITE_STREAM_EVENTS_MAX_SECONDS": "600",
+        },
+        log_level="info",
+    ).start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
             tokens: list[str] = []
             async with client.stream("GET", EVENTS) as response:
                 assert response.status_code == 200
@@ -146,16 +86,16 @@ async def test_events_follow_a_stream_live_resume_and_end_when_the_client_leaves
                 events = sse_events(response)
                 await anext(events)
                 waiting = asyncio.ensure_future(anext(events))
-                await asyncio.sleep(0.2)
-                assert not waiting.done()  # nothing after t2 yet: the response waits
                 await client.post(MESSAGES, json={"source": "sse", "value": "t3"})
+                # The first event after t2 is t3: the response waited, sending nothing else.
                 live = json.loads((await asyncio.wait_for(waiting, 10))["data"])
                 assert live["value"] == "t3"
 
         # Every events response ended when its client left, so shutdown does not wait.
-        process.send_signal(signal.SIGINT)
-        assert process.wait(15) == 0
-    output = (tmp_path / "server.log").read_text(errors="replace")
+        assert server.interrupt() == 0
+    finally:
+        server.kill()
+    output = server.log_text()
     assert "Traceback" not in output
     assert "Waiting for connections to close" not in output
 

@@ -6,11 +6,6 @@ the one pytest-asyncio runs for async tests.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,8 +13,9 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from tests.server import ServerProcess
+
 CHROMIUM = Path("/usr/bin/chromium")
-REPO = Path(__file__).resolve().parents[2]
 # Keep Chromium quiet and offline: the page must need nothing beyond the app.
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -30,76 +26,16 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-STARTUP_SECONDS = 30.0
 DESKTOP = {"width": 1400, "height": 1000}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait_until_healthy(base_url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    with httpx.Client(base_url=base_url, timeout=2.0) as client:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"the server exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if client.get("/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-    pytest.fail(f"the server was not healthy after {STARTUP_SECONDS}s:\n{log.read_text()}")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Run the app in a uvicorn subprocess on a free port; yield its base URL."""
     tmp = tmp_path_factory.mktemp("playground-server")
-    # Only this test's settings: a developer's DEXLITE_API_TOKEN must not leak in.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEXLITE_")}
-    env.update(
-        DEXLITE_DATABASE_URL=f"sqlite+aiosqlite:///{tmp}/x.db",
-        DEXLITE_BLOB_DIR=str(tmp / "blobs"),
-        # The tests need no power-loss durability, and NORMAL keeps bulk setup fast.
-        DEXLITE_SQLITE_SYNCHRONOUS="NORMAL",
-    )
-    port = _free_port()
-    log = tmp / "server.log"
-    with log.open("wb") as out:
-        # sys.executable is the venv's python, so the server runs the code under test.
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "--factory",
-                "app.main:create_app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        base_url = f"http://127.0.0.1:{port}"
-        _wait_until_healthy(base_url, proc, log)
-        yield base_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    # The tests need no power-loss durability, and NORMAL keeps bulk setup fast.
+    with ServerProcess(tmp, env={"DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL"}) as process:
+        yield process.url
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from tests.support.problems import assert_problem
+
 BASE = "/primitives/attribute"
 STATUS = "primitive-attribute-status"
 PAYMENT = "primitive-attribute-progress/payment"
@@ -123,8 +125,7 @@ async def test_the_step_completes_the_status_and_permanently_deletes_the_key(
     # The Step wrote no other map instance, so keyword2 keeps the payment's value.
     assert payment == {flow_id}
     # update_status takes locks, so it needs an active run; a closed one answers 404.
-    assert late.status_code == 404
-    assert late.json()["code"] == "FLOW_NOT_ACTIVE_OR_NOT_FOUND"
+    assert_problem(late, 404, "FLOW_NOT_ACTIVE_OR_NOT_FOUND")
     assert history.status_code == 200 and secret not in history.text
     assert files_holding(tmp_path, secret) == []
 

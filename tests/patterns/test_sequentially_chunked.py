@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.problems import assert_problem
+
 BASE = "/patterns/sequentially-chunked-attribute-map"
 FLOW_ID = "sequentially-chunked-attribute-map"
 
@@ -58,8 +60,7 @@ async def test_before_start_register_and_pages_are_flow_not_active(make_client: 
             f"{BASE}/register", json={"email": "a@example.com", "name": "A"}
         )
         listed = await page(client)
-    assert registered.status_code == 404
-    assert registered.json()["code"] == "FLOW_NOT_ACTIVE_OR_NOT_FOUND"
+    assert_problem(registered, 404, "FLOW_NOT_ACTIVE_OR_NOT_FOUND")
     assert listed.status_code == 404
 
 
@@ -178,8 +179,7 @@ async def test_malformed_tokens_are_400_invalid_page_token(make_client: Any, tok
     async with make_client() as client:
         await client.post(f"{BASE}/start")
         response = await page(client, token)
-    assert response.status_code == 400, response.text
-    assert response.json()["code"] == "INVALID_PAGE_TOKEN"
+    assert_problem(response, 400, "INVALID_PAGE_TOKEN")
     assert response.headers["content-type"].startswith("application/problem+json")
 
 
@@ -194,8 +194,7 @@ async def test_a_well_formed_token_without_a_stored_chunk_is_404_page_not_found(
         for n in range(1, 4):
             await register(client, n)
         response = await page(client, token)
-    assert response.status_code == 404
-    assert response.json()["code"] == "PAGE_NOT_FOUND"
+    assert_problem(response, 404, "PAGE_NOT_FOUND")
 
 
 async def test_flow_id_parameter_keeps_separate_logs(make_client: Any) -> None:

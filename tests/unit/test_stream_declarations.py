@@ -102,7 +102,7 @@ def test_engine_config_carries_stream_store_defaults() -> None:
 
 
 def test_app_settings_stream_defaults_match_the_engine_defaults() -> None:
-    from app.main import engine_config
+    from app.main import config_from_settings
     from app.settings import Settings
 
-    assert engine_config(Settings()).streams == StreamStoreConfig()
+    assert config_from_settings(Settings()).streams == StreamStoreConfig()

@@ -1,0 +1,72 @@
+"""Waiting for a condition in tests: the one place that polls.
+
+Prefer events (``engine.testing.settle``, a ManualClock, an ``asyncio.Event`` a handler sets);
+poll only what has no event to wait on, such as a server in another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 10.0
+INTERVAL = 0.01
+
+
+async def eventually(
+    check: Callable[[], Awaitable[T] | T],
+    *,
+    within: float = DEFAULT_TIMEOUT,
+    interval: float = INTERVAL,
+    what: str = "the condition",
+) -> T:
+    """Call ``check`` until it returns a truthy value (not raising AssertionError); return it.
+
+    ``check`` may be a plain or an async function. After ``timeout`` seconds the last
+    AssertionError is raised again, or an AssertionError naming ``what``.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            result = check()
+            if inspect.isawaitable(result):
+                result = await result
+            if result:
+                return result  # type: ignore[return-value]
+            failure: AssertionError | None = None
+        except AssertionError as exc:
+            failure = exc
+        if time.monotonic() >= deadline:
+            if failure is not None:
+                raise failure
+            raise AssertionError(f"{what} did not hold within {within:g} s")
+        await asyncio.sleep(interval)
+
+
+def wait_until(
+    check: Callable[[], T],
+    *,
+    within: float = DEFAULT_TIMEOUT,
+    interval: float = INTERVAL,
+    what: str = "the condition",
+) -> T:
+    """The same as :func:`eventually`, for code outside an event loop (subprocesses)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            result = check()
+            if result:
+                return result
+            failure: AssertionError | None = None
+        except AssertionError as exc:
+            failure = exc
+        if time.monotonic() >= deadline:
+            if failure is not None:
+                raise failure
+            raise AssertionError(f"{what} did not hold within {within:g} s")
+        time.sleep(interval)
