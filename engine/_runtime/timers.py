@@ -75,10 +75,16 @@ class ClockTimers:
                         callback()
                     except Exception:  # a timer callback must not stop the timer task
                         log.exception("timer callback failed")
+            while self._heap and self._heap[0][2].cancelled:
+                heapq.heappop(self._heap)
             self._on_fired()
             self._changed.clear()
-            delay = self._heap[0][0] - now if self._heap else 3600.0
-            sleeper = asyncio.ensure_future(self._clock.sleep(delay))
+            if not self._heap:
+                # Nothing is scheduled: wait for a call_at rather than sleep on the clock, so a
+                # ManualClock sees no deadline it would skip to.
+                await self._changed.wait()
+                continue
+            sleeper = asyncio.ensure_future(self._clock.sleep(self._heap[0][0] - now))
             changed = asyncio.ensure_future(self._changed.wait())
             try:
                 await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
