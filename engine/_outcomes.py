@@ -29,3 +29,8 @@ class OutcomeKind(enum.StrEnum):
     def of(cls, decision: DecisionKind) -> OutcomeKind:
         """Return the outcome of a decision."""
         return cls(decision.value)
+
+    @property
+    def is_completion(self) -> bool:
+        """Return True for the decisions that record a completion."""
+        return self in (OutcomeKind.GRACEFUL_COMPLETE, OutcomeKind.FORCE_COMPLETE)

@@ -15,6 +15,9 @@ class IdleProbe(Protocol):
     async def wait_idle(self) -> None:
         """Return once no Step, commit or timer is due."""
 
+    def pending(self) -> list[str]:
+        """Describe the work in hand (empty when idle)."""
+
 
 class Clock:
     """Wall-clock time in seconds since the epoch, and sleeping on it."""
@@ -84,19 +87,33 @@ class ManualClock(Clock):
             heapq.heappop(self._sleepers)  # a sleep that was cancelled
         return self._sleepers[0][0] if self._sleepers else None
 
-    async def settle(self) -> None:
-        """Wait until every engine on this clock is idle at the current time."""
-        for engine in list(self._engines):
-            await engine.wait_idle()
+    async def settle(self, *, give_up_after: float = 30.0) -> None:
+        """Wait until every engine on this clock is idle at the current time.
 
-    async def advance_when_idle(self, seconds: float | None = None) -> float:
+        Raises TimeoutError naming the work still in hand after ``give_up_after`` seconds of
+        real time (a handler that never returns, say).
+        """
+        for engine in list(self._engines):
+            try:
+                async with asyncio.timeout(give_up_after):
+                    await engine.wait_idle()
+            except TimeoutError:
+                busy = ", ".join(engine.pending()) or "nothing (it settled just now)"
+                raise TimeoutError(
+                    f"an engine did not settle within {give_up_after:g} s: {busy}"
+                ) from None
+
+    async def advance_when_idle(
+        self, seconds: float | None = None, *, give_up_after: float = 30.0
+    ) -> float:
         """Skip time once the engines are idle; return the new time.
 
         With ``seconds`` the clock moves that far, stopping at each deadline on the way to let
         what it wakes run (and schedule more); without, it moves to the next deadline only,
-        staying put when nobody sleeps. It returns once the engines are idle again.
+        staying put when nobody sleeps. It returns once the engines are idle again; each wait
+        for idleness gives up after ``give_up_after`` seconds of real time (see :meth:`settle`).
         """
-        await self.settle()
+        await self.settle(give_up_after=give_up_after)
         if seconds is None:
             deadline = self.next_deadline()
             if deadline is None:
@@ -106,9 +123,9 @@ class ManualClock(Clock):
             target = self._now + max(0.0, seconds)
         while (deadline := self.next_deadline()) is not None and deadline <= target:
             self.advance(max(0.0, deadline - self._now))
-            await self.settle()
+            await self.settle(give_up_after=give_up_after)
         self.advance(target - self._now)
-        await self.settle()
+        await self.settle(give_up_after=give_up_after)
         return self._now
 
 

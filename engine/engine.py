@@ -277,3 +277,13 @@ class Engine:
     def _pending_work(self) -> list[str]:
         """Describe the work in hand, for a settle that gives up."""
         return self._services.activity.pending()
+
+    def _waiting_calls(self) -> tuple[int, int, int]:
+        """Count the long-polling calls: (waitForFlow, WaitForAttributeMatch, readStream)."""
+        services = self._services
+        store = services.streams.store
+        return (
+            services.flows.waiting(),
+            services.matches.waiting(),
+            0 if store is None else store.readers_waiting(),
+        )

@@ -14,17 +14,41 @@ does::
 
 A Step waiting for a lock, a future timer, or an RPC the test has not sent yet is idle: only
 the test (or time) can move it. A handler blocked on something the test releases later keeps
-the engine busy, so release it before settling.
+the engine busy, so release it before settling. Long-polling client calls (waitForFlow,
+WaitForAttributeMatch, readStream) wait on real time; :func:`waiting_calls` tells a test when
+one is registered, so the write meant to answer it comes after.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from engine.clock import ManualClock
 from engine.engine import Engine
 
-__all__ = ["ManualClock", "settle"]
+__all__ = ["ManualClock", "WaitingCalls", "settle", "waiting_calls"]
+
+
+@dataclass(frozen=True)
+class WaitingCalls:
+    """The long-polling client calls an engine holds open right now.
+
+    A test that starts such a call in a task can wait until the call is registered before it
+    makes the write that should answer it (``eventually(lambda: waiting_calls(eng).x == 1)``).
+    """
+
+    #: waitForFlow calls waiting for their run to close.
+    flow_results: int
+    #: WaitForAttributeMatch calls no commit has matched yet.
+    attribute_matches: int
+    #: readStream calls waiting for a message.
+    stream_reads: int
+
+
+def waiting_calls(engine: Engine) -> WaitingCalls:
+    """Return how many long-polling calls ``engine`` holds open."""
+    return WaitingCalls(*engine._waiting_calls())
 
 
 async def settle(engine: Engine, *, give_up_after: float = 30.0) -> None:

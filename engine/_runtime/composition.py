@@ -38,6 +38,7 @@ from engine.registry import Registry
 
 STEPS_DUE = "Steps due"
 TIMERS_DUE = "timers due"
+TRIMS = "Stream trims running"
 
 
 @dataclass
@@ -111,7 +112,8 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     notifier = LocalNotifier()
     committer = Committer(database, notifier, activity)
     snapshots = Snapshots(database, blobs)
-    streams = StreamService(registry, config.streams, clock, memory_store(config.streams, clock))
+    store = memory_store(config.streams, clock, activity.touch)
+    streams = StreamService(registry, config.streams, clock, store)
     scheduler = Scheduler(
         registry=registry,
         queue=queue,
@@ -142,6 +144,8 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     )
     activity.add_probe(lambda: f"{n} {STEPS_DUE}" if (n := queue.ready()) else None)
     activity.add_probe(lambda: TIMERS_DUE if timers.has_due() else None)
+    if store is not None:
+        activity.add_probe(lambda: f"{n} {TRIMS}" if (n := store.trims_running()) else None)
     retention = None
     if config.retention is not None:
         retention = Retention(

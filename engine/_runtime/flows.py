@@ -32,6 +32,8 @@ class RunWatchers:
 
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = {}
+        #: waitForFlow calls waiting for a run to close.
+        self.waiting = 0
 
     def event(self, run_id: str) -> asyncio.Event:
         """Return an event set when ``run_id`` closes."""
@@ -64,6 +66,10 @@ class FlowQueries:
         self._committer = committer
         self._watchers = watchers
         self._clock = clock
+
+    def waiting(self) -> int:
+        """Return how many waitForFlow calls wait for a run to close."""
+        return self._watchers.waiting
 
     async def describe(self, flow_id: str, run_id: str | None) -> FlowInfo:
         """Return the latest (or given) run of ``flow_id`` with its search values."""
@@ -116,8 +122,12 @@ class FlowQueries:
             again = await reads.load_run(self._database, flow_id, run_id)
             if again is not None and not again.is_running:
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), remaining)
+            self._watchers.waiting += 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), remaining)
+            finally:
+                self._watchers.waiting -= 1
         completions = [
             StepCompletion(step_type, step_id, None if out is None else json.loads(out))
             for step_type, step_id, out in await reads.completions(self._database, run.run_id)

@@ -60,6 +60,12 @@ class AttributeMatches:
         self._snapshots = snapshots
         self._by_run: dict[str, set[_Waiter]] = {}
 
+    def waiting(self) -> int:
+        """Return how many calls wait for a match no commit has given them yet."""
+        return sum(
+            not waiter.future.done() for waiters in self._by_run.values() for waiter in waiters
+        )
+
     def notify(self, run_id: str, writes: Iterable[AttributeWrite], closed: bool = False) -> None:
         """Offer a commit's writes to the run's waiters; a closed run ends the others."""
         waiters = self._by_run.get(run_id)

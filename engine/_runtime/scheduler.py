@@ -259,12 +259,7 @@ class Scheduler:
             # A wait that neither wrote nor waits needs no commit: execute runs at once.
             self.requeue(replace(step, phase=Phase.EXECUTE, attempt=1, due_at=None))
             return
-        await self._commit(
-            attempt,
-            commits.commit_step(
-                run_id=step.run_id, attempt=step.attempt, effects=staged, now=self._now()
-            ),
-        )
+        await self._commit_step(attempt, staged)
 
     def _now(self) -> int:
         return to_micros(self._clock.now())
@@ -292,16 +287,13 @@ class Scheduler:
                 f"{step.step_type}.execute returned {decision!r}, not a StepDecision"
             )
         kind = OutcomeKind.of(decision.kind)
-        close = StepClose(
-            step_id=step.id,
-            step_type=step.step_type,
-            attempt=step.attempt,
-            kind=kind,
+        close = _closing(
+            step,
+            kind,
+            output=_codec.encode(decision.output) if kind.is_completion else None,
             error_type=decision.error_type,
             error_message=decision.error_message,
         )
-        if close.is_completion:
-            close = replace(close, output=_codec.encode(decision.output))
         return StagedEffects(
             writes=await effects.encode_writes(
                 self._blobs, spec, step.flow_id, context.staged_writes, context.staged_texts
@@ -312,6 +304,13 @@ class Scheduler:
             ),
             decision=close,
         )
+
+    async def _commit_step(self, attempt: Attempt, staged: StagedEffects) -> None:
+        step = attempt.step
+        unit = commits.commit_step(
+            run_id=step.run_id, attempt=step.attempt, effects=staged, now=self._now()
+        )
+        await self._commit(attempt, unit)
 
     async def _commit(self, attempt: Attempt, unit: Unit) -> None:
         """Commit a unit of this attempt; a canceled or superseded attempt is dropped."""
@@ -345,21 +344,31 @@ class Scheduler:
             next_steps=effects.next_steps(
                 spec, run_id=step.run_id, flow_id=step.flow_id, movements=movements
             ),
-            decision=StepClose(
-                step_id=step.id,
-                step_type=step.step_type,
-                attempt=step.attempt,
-                kind=OutcomeKind.FAILED,
-                error_type=error_type,
-                error_message=message,
+            decision=_closing(
+                step, OutcomeKind.FAILED, error_type=error_type, error_message=message
             ),
         )
-        await self._commit(
-            attempt,
-            commits.commit_step(
-                run_id=step.run_id, attempt=step.attempt, effects=staged, now=self._now()
-            ),
-        )
+        await self._commit_step(attempt, staged)
+
+
+def _closing(
+    step: QueuedStep,
+    kind: OutcomeKind,
+    *,
+    output: str | None = None,
+    error_type: str | None = None,
+    error_message: str | None = None,
+) -> StepClose:
+    """Return the close of ``step``'s current attempt."""
+    return StepClose(
+        step_id=step.id,
+        step_type=step.step_type,
+        attempt=step.attempt,
+        kind=kind,
+        output=output,
+        error_type=error_type,
+        error_message=error_message,
+    )
 
 
 def _failure_movement(failure: Any, step: QueuedStep, exc: Exception) -> StepMovement:

@@ -193,7 +193,7 @@ class StepClose:
     @property
     def is_completion(self) -> bool:
         """Return True when the decision records a completion."""
-        return self.kind in (OutcomeKind.GRACEFUL_COMPLETE, OutcomeKind.FORCE_COMPLETE)
+        return self.kind.is_completion
 
 
 @dataclass(frozen=True)

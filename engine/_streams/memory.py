@@ -13,6 +13,7 @@ import heapq
 import secrets
 from bisect import bisect_left, bisect_right
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from engine._streams.records import StoredMessage, sequence_of
@@ -95,9 +96,16 @@ class _Waiter:
 class MemoryStreamStore:
     """Stream messages in memory, with capacity, background trimming and long-poll waiters."""
 
-    def __init__(self, config: StreamStoreConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        config: StreamStoreConfig,
+        clock: Clock,
+        on_trim_done: Callable[[], None] = lambda: None,
+    ) -> None:
         self.config = config
         self.clock = clock
+        # Told when a trim job ends, so whoever waits for the engine to settle looks again.
+        self._on_trim_done = on_trim_done
         self._epoch = secrets.token_hex(4)
         self.total = 0
         self.closed = False
@@ -106,6 +114,14 @@ class MemoryStreamStore:
         self._waiters: dict[tuple[str, str, str], _Waiter] = {}
         self._trim_slots = asyncio.Semaphore(config.trim_workers)
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def trims_running(self) -> int:
+        """Return how many trim jobs are under way."""
+        return len(self._tasks)
+
+    def readers_waiting(self) -> int:
+        """Return how many readStream calls wait for a message."""
+        return sum(waiter.count for waiter in self._waiters.values())
 
     @property
     def epoch(self) -> str:
@@ -271,7 +287,11 @@ class MemoryStreamStore:
             state.trim_task = task
             self.trim_jobs_started += 1
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(self._trim_ended)
+
+    def _trim_ended(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._on_trim_done()
 
     async def _trim(self, state: _StreamState) -> None:
         try:

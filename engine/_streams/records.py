@@ -49,5 +49,11 @@ class StreamStore(Protocol):
     def stats(self, flow_type: str, name: str) -> dict[str, Any]:
         """Return usage figures of one Stream."""
 
+    def trims_running(self) -> int:
+        """Return how many background trim jobs are under way (tests settle on them)."""
+
+    def readers_waiting(self) -> int:
+        """Return how many readStream calls wait for a message."""
+
     def close(self) -> None:
         """Wake waiting readers; later calls fail."""

@@ -4,6 +4,7 @@ validates calls and talks to the store."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +40,13 @@ class _Unset:
 _UNSET = _Unset()
 
 
-def memory_store(config: StreamStoreConfig, clock: Clock) -> StreamStore | None:
+def memory_store(
+    config: StreamStoreConfig, clock: Clock, on_trim_done: Callable[[], None] = lambda: None
+) -> StreamStore | None:
     """Return the store the config's backend names: in memory, or None when disabled."""
-    return MemoryStreamStore(config, clock) if config.backend == "memory" else None
+    if config.backend != "memory":
+        return None
+    return MemoryStreamStore(config, clock, on_trim_done)
 
 
 class StreamService:

@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import sys
 import types
 from pathlib import Path
 
 from engine import EngineConfig, ManualClock
+from engine.testing import settle
 from tests.conftest import running_engine
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def _tour_module() -> types.ModuleType:
+def _python_blocks() -> list[str]:
     text = README.read_text()
-    start = text.index("```python\n") + len("```python\n")
-    code = text[start : text.index("```", start)]
+    blocks, start = [], 0
+    while (start := text.find("```python\n", start)) != -1:
+        start += len("```python\n")
+        blocks.append(text[start : text.index("```", start)])
+    return blocks
+
+
+def _tour_module() -> types.ModuleType:
     module = types.ModuleType("orders_tour")
     sys.modules[module.__name__] = module  # annotations resolve against the module
+    code = _python_blocks()[0]
     exec(compile(code, str(README), "exec"), module.__dict__)  # noqa: S102 - our own README
     return module
 
@@ -27,14 +35,22 @@ async def test_readme_tour_flow_takes_a_note_and_ships_after_its_timer(
     engine_config: EngineConfig,
 ) -> None:
     tour = _tour_module()
-    clock = ManualClock()
-    config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
+    clock = ManualClock()  # no retention either: its hourly check would be a deadline too
+    config = dataclasses.replace(engine_config, clock=clock, retention=None)
     async with running_engine([tour.OrderFlow()], config) as eng:
         await eng.start_flow("OrderFlow", "order-7", "7")
         assert await eng.invoke_rpc("add_note", "order-7", "fragile") == "fragile"
         assert (await eng.get_attributes("order-7", ["note"])).values == {"note": "fragile"}
-        await asyncio.sleep(0.1)
-        clock.advance(30)
-        result = await eng.wait_for_flow("order-7", wait_seconds=5)
+        await settle(eng)  # Ship now waits on its 30-second Timer
+        assert (await eng.wait_for_flow("order-7")).status == "RUNNING"
+        await clock.advance_when_idle(30)
+        result = await eng.wait_for_flow("order-7")
     assert result.status == "COMPLETED"
     assert result.completions[0].output == "order 7 shipped, note: fragile"
+
+
+async def test_readme_testing_example_passes_as_written(tmp_path: Path) -> None:
+    tour = _tour_module()
+    [example] = [block for block in _python_blocks() if "engine.testing" in block]
+    exec(compile(example, str(README), "exec"), tour.__dict__)  # noqa: S102 - our own README
+    await tour.test_an_order_ships_once_its_timer_fires(tmp_path)

@@ -23,14 +23,16 @@ from engine import (
     StepDecision,
     StepList,
     StepOptions,
+    Stream,
     Timer,
     Wait,
     go_to,
     graceful_complete,
     rpc,
 )
-from engine.testing import settle
+from engine.testing import WaitingCalls, settle, waiting_calls
 from tests.conftest import running_engine
+from tests.support.waiting import eventually
 
 
 class Count(Step[int]):
@@ -83,6 +85,15 @@ class Flaky(Step[None]):
 class FlakyFlow(Flow[None]):
     def get_steps(self) -> StepList[None]:
         return StepList.start_step(Flaky())
+
+
+class Listener(Flow[None]):
+    status = Attribute("status", str)
+    news = Stream("news", str)
+
+    @rpc
+    def publish(self, context: Context, input: str) -> None:
+        self.status.set(context, input)
 
 
 class Stuck(Step[None]):
@@ -180,6 +191,28 @@ async def test_settle_gives_up_naming_the_work_still_in_hand(engine_config: Engi
         Stuck.gate.set()
         await settle(eng)
         assert (await eng.wait_for_flow("s1")).status == "COMPLETED"
+
+
+async def test_waiting_calls_counts_the_long_polls_an_engine_holds_open(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([Listener()], engine_config) as eng:
+        await eng.start_flow(Listener, "l1")
+        assert waiting_calls(eng) == WaitingCalls(0, 0, 0)
+        result = asyncio.create_task(eng.wait_for_flow("l1", wait_seconds=30))
+        match = asyncio.create_task(
+            eng.wait_for_attribute_match("l1", "status", "EQ", "on", wait_seconds=30)
+        )
+        read = asyncio.create_task(eng.read_stream("l1", Listener.news, wait_seconds=30))
+        await eventually(lambda: waiting_calls(eng) == WaitingCalls(1, 1, 1))
+        await eng.invoke_rpc("publish", "l1", "on")
+        assert (await match).value == "on"
+        await eng.write_stream("l1", Listener.news, "hello", source="test")
+        message = await read
+        assert message is not None and message.value == "hello"
+        await eng.stop_flow("l1")
+        assert (await result).status == "CANCELED"
+        assert waiting_calls(eng) == WaitingCalls(0, 0, 0)
 
 
 async def test_an_app_runs_on_a_manual_clock_given_by_engine_config(
