@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -9,9 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 import engine
-from app.main import create_app
+from app.main import config_from_settings, create_app
 from app.settings import Settings
 
 
@@ -51,16 +53,45 @@ async def running_engine(
         await eng.close()
 
 
+@dataclasses.dataclass(frozen=True)
+class ServedApp:
+    """A started app and an HTTP client over it; ``engine`` is the app's Engine."""
+
+    app: FastAPI
+    client: httpx.AsyncClient
+
+    @property
+    def engine(self) -> engine.Engine:
+        eng = self.app.state.engine
+        assert isinstance(eng, engine.Engine), "the app is not started"
+        return eng
+
+
 @asynccontextmanager
-async def api_client(
-    settings: Settings, registry: engine.Registry | None = None
-) -> AsyncIterator[httpx.AsyncClient]:
-    """Yield an HTTP client talking to a started app (lifespan included)."""
-    app = create_app(settings, registry)
+async def served_app(
+    settings: Settings,
+    registry: engine.Registry | None = None,
+    *,
+    engine_config: engine.EngineConfig | None = None,
+) -> AsyncIterator[ServedApp]:
+    """Yield a started app (lifespan included) with an HTTP client talking to it."""
+    app = create_app(settings, registry, engine_config=engine_config)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            yield client
+            yield ServedApp(app, client)
+
+
+@asynccontextmanager
+async def api_client(
+    settings: Settings,
+    registry: engine.Registry | None = None,
+    *,
+    engine_config: engine.EngineConfig | None = None,
+) -> AsyncIterator[httpx.AsyncClient]:
+    """Yield an HTTP client talking to a started app (lifespan included)."""
+    async with served_app(settings, registry, engine_config=engine_config) as served:
+        yield served.client
 
 
 @pytest.fixture
@@ -72,3 +103,33 @@ def make_client(settings: Settings) -> Callable[..., Any]:
         return api_client(chosen, registry)
 
     return factory
+
+
+@pytest.fixture
+def make_app(settings: Settings) -> Callable[..., Any]:
+    """Return a factory of started apps (:class:`ServedApp`) over this test's database.
+
+    ``engine_config`` replaces the EngineConfig the settings describe (see
+    :func:`manual_clock_config`); other keywords override settings.
+    """
+
+    def factory(
+        registry: engine.Registry | None = None,
+        *,
+        engine_config: engine.EngineConfig | None = None,
+        **overrides: Any,
+    ) -> Any:
+        chosen = settings.model_copy(update=overrides) if overrides else settings
+        return served_app(chosen, registry, engine_config=engine_config)
+
+    return factory
+
+
+def manual_clock_config(settings: Settings) -> tuple[engine.EngineConfig, engine.ManualClock]:
+    """Return the settings' EngineConfig on a fresh ManualClock, and the clock.
+
+    Retention is off: its periodic check would be one more deadline to skip past.
+    """
+    clock = engine.ManualClock()
+    config = dataclasses.replace(config_from_settings(settings), clock=clock, retention=None)
+    return config, clock

@@ -25,7 +25,10 @@ from engine import (
     graceful_complete,
     rpc,
 )
+from engine.testing import waiting_calls
+from tests.conftest import ServedApp
 from tests.support.problems import assert_problem
+from tests.support.waiting import eventually
 
 PROBLEM = "application/problem+json"
 
@@ -113,10 +116,21 @@ async def invoke(
     assert response.status_code == 200, response.text
 
 
-async def waiting(client: httpx.AsyncClient, **body: Any) -> asyncio.Task[httpx.Response]:
-    """Start a match call and give it time to register before the test writes."""
-    task = asyncio.create_task(match(client, **body))
-    await asyncio.sleep(0.1)
+def pending_matches(served: ServedApp) -> int:
+    """Return how many match calls are registered and not answered yet.
+
+    A commit offers its writes to them before the call that made it returns, so right after a
+    write this count says whether the write answered a waiter.
+    """
+    return waiting_calls(served.engine).attribute_matches
+
+
+async def waiting(served: ServedApp, **body: Any) -> asyncio.Task[httpx.Response]:
+    """Start a match call; return once it has registered, so every later commit reaches it."""
+    task = asyncio.create_task(match(served.client, **body))
+    await eventually(
+        lambda: pending_matches(served) == 1 or task.done(), what="the match call to register"
+    )
     assert not task.done(), task.result().text
     return task
 
@@ -133,13 +147,13 @@ async def test_match_returns_at_once_when_the_current_value_already_matches(
         assert time.monotonic() - began < 5
 
 
-async def test_match_wakes_when_an_rpc_commits_a_matching_value(make_client: Any) -> None:
-    async with make_client(registry()) as client:
+async def test_match_wakes_when_an_rpc_commits_a_matching_value(make_app: Any) -> None:
+    async with make_app(registry()) as served:
+        client = served.client
         await start(client, status="new")
-        task = await waiting(client, name="status", operator="EQ", value="paid", waitSeconds=30)
+        task = await waiting(served, name="status", operator="EQ", value="paid", waitSeconds=30)
         await invoke(client, "set_status", "shipped")
-        await asyncio.sleep(0.05)
-        assert not task.done()
+        assert pending_matches(served) == 1  # that commit did not answer the call
         began = time.monotonic()
         await invoke(client, "set_status", "paid")
         response = await asyncio.wait_for(task, 5)
@@ -147,33 +161,36 @@ async def test_match_wakes_when_an_rpc_commits_a_matching_value(make_client: Any
         assert time.monotonic() - began < 5
 
 
-async def test_match_wakes_when_a_step_commits_a_matching_value(make_client: Any) -> None:
+async def test_match_wakes_when_a_step_commits_a_matching_value(make_app: Any) -> None:
     Gate.opened = asyncio.Event()
-    async with make_client(registry()) as client:
+    async with make_app(registry()) as served:
+        client = served.client
         await start(client)
         await invoke(client, "open_gate")
-        task = await waiting(client, name="count", operator="GE", value=40, waitSeconds=30)
+        task = await waiting(served, name="count", operator="GE", value=40, waitSeconds=30)
         Gate.opened.set()
         response = await asyncio.wait_for(task, 5)
         assert response.json() == {"matched": True, "value": 42}
 
 
 async def test_match_wakes_when_set_attributes_commits_a_matching_value(
-    make_client: Any,
+    make_app: Any,
 ) -> None:
-    async with make_client(registry()) as client:
+    async with make_app(registry()) as served:
+        client = served.client
         await start(client)
-        task = await waiting(client, name="flag", operator="EQ", value=True, waitSeconds=30)
+        task = await waiting(served, name="flag", operator="EQ", value=True, waitSeconds=30)
         response = await client.put("/api/v1/flows/f/attributes", json={"values": {"flag": True}})
         assert response.status_code == 200
         assert (await asyncio.wait_for(task, 5)).json() == {"matched": True, "value": True}
 
 
-async def test_match_on_a_map_instance_ignores_other_instances(make_client: Any) -> None:
-    async with make_client(registry()) as client:
+async def test_match_on_a_map_instance_ignores_other_instances(make_app: Any) -> None:
+    async with make_app(registry()) as served:
+        client = served.client
         await start(client)
         task = await waiting(
-            client,
+            served,
             name="progress",
             instance="payment",
             operator="EQ",
@@ -181,14 +198,14 @@ async def test_match_on_a_map_instance_ignores_other_instances(make_client: Any)
             waitSeconds=30,
         )
         await invoke(client, "set_progress", {"shipping": "authorized"})
-        await asyncio.sleep(0.05)
-        assert not task.done()
+        assert pending_matches(served) == 1  # that commit did not answer the call
         await invoke(client, "set_progress", {"payment": "authorized"})
         assert (await asyncio.wait_for(task, 5)).json() == {"matched": True, "value": "authorized"}
 
 
-async def test_ordered_operators_compare_int_and_double_values(make_client: Any) -> None:
-    async with make_client(registry()) as client:
+async def test_ordered_operators_compare_int_and_double_values(make_app: Any) -> None:
+    async with make_app(registry()) as served:
+        client = served.client
         await start(client, count=10, ratio=0.5)
         cases = [
             ("count", "GT", 9, True),
@@ -208,24 +225,24 @@ async def test_ordered_operators_compare_int_and_double_values(make_client: Any)
             response = await match(client, name=name, operator=operator, value=value)
             assert response.status_code == 200, response.text
             assert response.json()["matched"] is matched, (name, operator, value)
-        task = await waiting(client, name="count", operator="GT", value=100, waitSeconds=30)
+        task = await waiting(served, name="count", operator="GT", value=100, waitSeconds=30)
         await invoke(client, "set_count", 50)
-        await asyncio.sleep(0.05)
-        assert not task.done()
+        assert pending_matches(served) == 1  # that commit did not answer the call
         await invoke(client, "set_count", 101)
         assert (await asyncio.wait_for(task, 5)).json() == {"matched": True, "value": 101}
 
 
 async def test_ne_matches_another_value_but_a_missing_value_never_matches(
-    make_client: Any,
+    make_app: Any,
 ) -> None:
-    async with make_client(registry()) as client:
+    async with make_app(registry()) as served:
+        client = served.client
         await start(client, status="a")
         response = await match(client, name="count", operator="NE", value=1, waitSeconds=0.2)
         assert response.json() == {"matched": False, "value": None}
         response = await match(client, name="progress", instance="x", operator="NE", value="y")
         assert response.json() == {"matched": False, "value": None}
-        task = await waiting(client, name="status", operator="NE", value="a", waitSeconds=30)
+        task = await waiting(served, name="status", operator="NE", value="a", waitSeconds=30)
         await invoke(client, "set_status", "b")
         assert (await asyncio.wait_for(task, 5)).json() == {"matched": True, "value": "b"}
 
@@ -253,22 +270,24 @@ async def test_match_on_a_closed_or_missing_flow_is_not_found(make_client: Any) 
         assert_problem(response, 404, "FLOW_NOT_ACTIVE_OR_NOT_FOUND")
 
 
-async def test_a_match_committed_with_the_flow_completion_is_returned(make_client: Any) -> None:
-    async with make_client(registry()) as client:
+async def test_a_match_committed_with_the_flow_completion_is_returned(make_app: Any) -> None:
+    async with make_app(registry()) as served:
+        client = served.client
         await start(client, status="working")
         task = await waiting(
-            client, name="status", operator="EQ", value="completed", waitSeconds=30
+            served, name="status", operator="EQ", value="completed", waitSeconds=30
         )
         await invoke(client, "finish")
         assert (await asyncio.wait_for(task, 5)).json() == {"matched": True, "value": "completed"}
 
 
 async def test_a_flow_closing_without_a_match_ends_the_wait_as_not_found(
-    make_client: Any,
+    make_app: Any,
 ) -> None:
-    async with make_client(registry()) as client:
+    async with make_app(registry()) as served:
+        client = served.client
         await start(client, status="working")
-        task = await waiting(client, name="status", operator="EQ", value="never", waitSeconds=30)
+        task = await waiting(served, name="status", operator="EQ", value="never", waitSeconds=30)
         assert (await client.post("/api/v1/flows/f/stop", json={})).status_code == 202
         response = await asyncio.wait_for(task, 5)
         assert_problem(response, 404, "FLOW_NOT_ACTIVE_OR_NOT_FOUND")

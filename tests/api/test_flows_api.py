@@ -36,12 +36,14 @@ PROBLEM = "application/problem+json"
 
 
 class Hold(Step[None]):
+    holding: asyncio.Event  # set once execute runs, i.e. the Step holds the status lock
     release: asyncio.Event
 
     def get_step_options(self) -> StepOptions:
         return StepOptions(execute_lock_attributes=(self.flow.status.lock(),))
 
     async def execute(self, context: Context, input: None) -> StepDecision:
+        Hold.holding.set()
         await Hold.release.wait()
         return dead_end()
 
@@ -100,7 +102,7 @@ def registry() -> Registry:
 
 @pytest.fixture(autouse=True)
 def _fresh_events() -> None:
-    Hold.release = asyncio.Event()
+    Hold.holding, Hold.release = asyncio.Event(), asyncio.Event()
 
 
 async def start(client: httpx.AsyncClient, flow_type: str, flow_id: str, **body: Any) -> Any:
@@ -269,11 +271,8 @@ async def test_lock_conflict_is_409_with_retry_after(make_client: Any) -> None:
     async with make_client(registry()) as client:
         await start(client, "LedgerFlow", "l4")
         assert (await client.post("/api/v1/flows/l4/rpcs/hold")).status_code == 200
-        for _ in range(200):
-            conflict = await client.post("/api/v1/flows/l4/rpcs/update_status", json={"input": "x"})
-            if conflict.status_code == 409:
-                break
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(Hold.holding.wait(), 10)  # execute runs once the lock is granted
+        conflict = await client.post("/api/v1/flows/l4/rpcs/update_status", json={"input": "x"})
         body = assert_problem(conflict, 409, "RPC_LOCK_CONFLICT")
         assert body["detail"] == "RPC lock conflict: attribute key status is locked by a Step"
         assert conflict.headers["retry-after"] == "1"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from datetime import datetime
@@ -130,12 +129,10 @@ async def invoke(client: httpx.AsyncClient, flow_id: str, name: str, input: Any)
 
 
 async def wait_closed(client: httpx.AsyncClient, flow_id: str) -> None:
-    for _ in range(200):
-        result = await client.get(f"/api/v1/flows/{flow_id}/result")
-        if result.json()["status"] != "RUNNING":
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{flow_id} did not close")
+    """Return once the run has closed: waitForFlow answers as soon as it does."""
+    result = await client.get(f"/api/v1/flows/{flow_id}/result", params={"waitSeconds": 10})
+    assert result.status_code == 200, result.text
+    assert result.json()["status"] != "RUNNING", f"{flow_id} did not close"
 
 
 async def set_values(client: httpx.AsyncClient, flow_id: str, **values: Any) -> None:

@@ -22,7 +22,9 @@ from engine import (
     graceful_complete,
     rpc,
 )
+from engine.testing import settle, waiting_calls
 from tests.support.problems import assert_problem
+from tests.support.waiting import eventually
 
 PROBLEM = "application/problem+json"
 
@@ -227,15 +229,20 @@ async def test_read_stream_resumes_with_tokens_and_answers_null_when_the_wait_en
 
 
 async def test_long_poll_returns_soon_after_a_write_not_when_the_wait_ends(
-    make_client: Callable[..., Any],
+    make_app: Callable[..., Any],
 ) -> None:
-    async with make_client(registry()) as client:
+    async with make_app(registry()) as served:
+        client = served.client
         started = time.monotonic()
         reader = asyncio.create_task(
             client.get(url(what="next"), params={"waitSeconds": 30}, timeout=60)
         )
-        await asyncio.sleep(0.2)
-        assert not reader.done()  # it is waiting
+        await eventually(
+            lambda: waiting_calls(served.engine).stream_reads == 1 or reader.done(),
+            what="the reader to wait",
+        )
+        assert not reader.done()  # it is waiting: the Stream is empty
+        # It can only answer with this message by being woken: it was written after the wait.
         assert (await post(client, "wake up")).status_code == 201
         response = await asyncio.wait_for(reader, 25)
         assert response.json()["message"]["value"] == "wake up"
@@ -243,9 +250,10 @@ async def test_long_poll_returns_soon_after_a_write_not_when_the_wait_ends(
 
 
 async def test_at_capacity_a_write_gets_429_and_a_retry_succeeds(
-    make_client: Callable[..., Any],
+    make_app: Callable[..., Any],
 ) -> None:
-    async with make_client(registry()) as client:
+    async with make_app(registry()) as served:
+        client = served.client
         # tiny holds 1000 bytes: 800 stays under the 900-byte trim trigger.
         filler = "x" * (800 - 2 - len("f1") - len("tester") - 96)
         assert (await post(client, filler, stream="tiny")).status_code == 201
@@ -253,12 +261,10 @@ async def test_at_capacity_a_write_gets_429_and_a_retry_succeeds(
         rejected = await post(client, big, stream="tiny")
         body = assert_problem(rejected, 429, "RESOURCE_EXHAUSTED")
         assert body["retryable"] is True
-        for _ in range(50):  # the rejection asked trimming for room: retry shortly
-            await asyncio.sleep(0.02)
-            retried = await post(client, big, stream="tiny")
-            if retried.status_code == 201:
-                break
-        assert retried.status_code == 201
+        # The rejection asked trimming for room: once the trim job is done, a retry fits.
+        await settle(served.engine)
+        retried = await post(client, big, stream="tiny")
+        assert retried.status_code == 201, retried.text
         never = await post(client, "z" * 1000, stream="tiny")
         assert assert_problem(never, 429, "RESOURCE_EXHAUSTED")["retryable"] is False
 

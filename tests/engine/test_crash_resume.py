@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import httpx
 
 from tests.server import ServerProcess
+from tests.support.pipeline_app import HOLD_ENV, held_in
+from tests.support.waiting import eventually
 
 FACTORY = "tests.support.pipeline_app:create"
 FLOWS = 60
 
 
+async def _flow_ids(client: httpx.AsyncClient, where: str) -> list[str]:
+    """Return the sorted Flow IDs of the PipelineFlow runs matching ``where``."""
+    page = await client.get(
+        "/api/v1/flows",
+        params={"query": f"FlowType = 'PipelineFlow' AND ({where})", "pageSize": 1000},
+    )
+    assert page.status_code == 200, page.text
+    return sorted(f["flowId"] for f in page.json()["flows"])
+
+
+def _expected(held: str | None) -> list[str]:
+    return sorted(f"p-{n}" for n in range(FLOWS) if held_in(n) == held)
+
+
 async def test_sigkill_mid_steps_then_restart_completes_every_flow_once(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path, factory=FACTORY)
+    # The first server completes a quarter of the Flows and holds the others inside First,
+    # Second or Third: the kill lands with each of them mid-Step, at a known point.
+    server = ServerProcess(tmp_path, factory=FACTORY, env={HOLD_ENV: "1"})
     server.start()
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
@@ -24,19 +41,37 @@ async def test_sigkill_mid_steps_then_restart_completes_every_flow_once(tmp_path
                     json={"flowType": "PipelineFlow", "flowId": f"p-{n}", "input": n},
                 )
                 assert started.status_code == 201
-            await asyncio.sleep(0.4)  # some Flows done, some mid-way, some not begun
-            running = await client.get(
-                "/api/v1/flows",
-                params={
-                    "query": "FlowType = 'PipelineFlow' AND Status = 'RUNNING'",
-                    "pageSize": 1000,
-                },
-            )
+
+            async def standing() -> dict[str, list[str]]:
+                return {
+                    "completed": await _flow_ids(client, "Status = 'COMPLETED'"),
+                    "in First": await _flow_ids(client, "Status = 'RUNNING' AND keyword1 IS NULL"),
+                    "in Second": await _flow_ids(
+                        client, "Status = 'RUNNING' AND keyword1 = 'First'"
+                    ),
+                    "in Third": await _flow_ids(
+                        client, "Status = 'RUNNING' AND keyword1 = 'Second'"
+                    ),
+                }
+
+            expected = {
+                "completed": _expected(None),
+                "in First": _expected("First"),
+                "in Second": _expected("Second"),
+                "in Third": _expected("Third"),
+            }
+
+            async def in_place() -> bool:
+                return await standing() == expected
+
+            # Some Flows are done, the others wait mid-way with every decision before committed.
+            await eventually(in_place, within=30, interval=0.05, what="every Flow in its place")
+            running = await _flow_ids(client, "Status = 'RUNNING'")
             server.kill()
     finally:
         server.kill()
-    open_at_kill = len(running.json()["flows"])
-    assert 0 < open_at_kill < FLOWS, "the kill should land while some Flows are mid-way"
+    assert 0 < len(running) < FLOWS, "the kill should land while some Flows are mid-way"
+    assert running == sorted(f"p-{n}" for n in range(FLOWS) if held_in(n) is not None)
 
     restarted = ServerProcess(tmp_path, factory=FACTORY)
     restarted.start()

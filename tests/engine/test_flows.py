@@ -4,6 +4,7 @@ retries, waits and recovery after a restart."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -42,7 +43,15 @@ from engine import (
     go_to_many,
     graceful_complete,
 )
+from engine.testing import settle
 from tests.conftest import running_engine
+
+
+def manual(config: EngineConfig) -> tuple[EngineConfig, ManualClock]:
+    """A config on a ManualClock; no retention, whose hourly check would be a deadline too."""
+    clock = ManualClock()
+    return dataclasses.replace(config, clock=clock, retention=None), clock
+
 
 # -- a three-Step Flow, mixing sync and async handlers ---------------------------------------
 
@@ -151,9 +160,13 @@ class Split(Step[None]):
 
 
 class Branch(Step[str]):
-    async def execute(self, context: Context, input: str) -> StepDecision:
+    def wait_for(self, context: Context, input: str) -> Wait:
+        # The right branch finishes a minute after the left one, on the engine's clock.
         if input == "right":
-            await asyncio.sleep(0.05)
+            return Wait.until(Timer.by_duration(timedelta(minutes=1)))
+        return Wait.skip_immediately()
+
+    async def execute(self, context: Context, input: str) -> StepDecision:
         return graceful_complete(input)
 
 
@@ -165,9 +178,15 @@ class ParallelFlow(Flow[None]):
 async def test_go_to_many_runs_branches_and_the_flow_completes_after_the_last_one(
     engine_config: EngineConfig,
 ) -> None:
-    async with running_engine([ParallelFlow()], engine_config) as eng:
+    config, clock = manual(engine_config)
+    async with running_engine([ParallelFlow()], config) as eng:
         await eng.start_flow(ParallelFlow, "par", None)
-        result = await eng.wait_for_flow("par", wait_seconds=10)
+        await settle(eng)
+        # The left branch has completed; the run stays open for the right one.
+        halfway = await eng.wait_for_flow("par")
+        assert (halfway.status, [c.output for c in halfway.completions]) == ("RUNNING", ["left"])
+        await clock.advance_when_idle()
+        result = await eng.wait_for_flow("par")
     assert result.status == "COMPLETED"
     assert [c.output for c in result.completions] == ["left", "right"]
 
@@ -179,7 +198,7 @@ class Racer(Step[None]):
 
 class Slow(Step[None]):
     async def execute(self, context: Context, input: None) -> StepDecision:
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()  # never set: only a cancellation ends this attempt
         return graceful_complete("slow")
 
 
@@ -242,11 +261,8 @@ async def test_dead_end_without_completions_leaves_the_flow_running(
 ) -> None:
     async with running_engine([DeadEndFlow()], engine_config) as eng:
         await eng.start_flow(DeadEndFlow, "dead", None)
-        for _ in range(100):
-            history = await eng.get_flow_history("dead")
-            if any(e.event_type == "STEP_CLOSED" for e in history.events):
-                break
-            await asyncio.sleep(0.01)
+        await settle(eng)
+        history = await eng.get_flow_history("dead")
         result = await eng.wait_for_flow("dead", wait_seconds=0)
     assert result.status == "RUNNING"
     assert [e.details.get("decision") for e in history.events if e.event_type == "STEP_CLOSED"] == [
@@ -278,7 +294,7 @@ async def test_a_step_returning_no_decision_fails_the_flow_with_invalid_step_res
 
 class Park(Step[None]):
     async def execute(self, context: Context, input: None) -> StepDecision:
-        await asyncio.sleep(60)
+        await asyncio.Event().wait()  # never set: the run stays open until stopped or closed
         return graceful_complete(None)
 
 
@@ -406,20 +422,33 @@ async def test_stop_closes_the_run_with_the_matching_status(
             await eng.stop_flow("never-started")
 
 
+class Doze(Step[None]):
+    def wait_for(self, context: Context, input: None) -> Wait:
+        return Wait.until(Timer.by_duration(timedelta(days=1)))
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return graceful_complete("woke")
+
+
+class DozingFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Doze())
+
+
 async def test_a_flow_timeout_closes_the_run_as_timed_out(
     engine_config: EngineConfig,
 ) -> None:
-    clock = ManualClock()
-    config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
-    async with running_engine([ParkedFlow()], config) as eng:
+    config, clock = manual(engine_config)
+    async with running_engine([DozingFlow()], config) as eng:
         await eng.start_flow(
-            ParkedFlow, "slowpoke", None, StartFlowOptions(timeout=timedelta(minutes=5))
+            DozingFlow, "slowpoke", None, StartFlowOptions(timeout=timedelta(minutes=5))
         )
-        clock.advance(299)
-        assert (await eng.wait_for_flow("slowpoke", wait_seconds=0.2)).status == "RUNNING"
-        clock.advance(2)
-        result = await eng.wait_for_flow("slowpoke", wait_seconds=5)
+        await clock.advance_when_idle(299)
+        assert (await eng.wait_for_flow("slowpoke")).status == "RUNNING"
+        await clock.advance_when_idle(2)
+        result = await eng.wait_for_flow("slowpoke")
     assert result.status == "TIMED_OUT"
+    assert result.completions == []  # the Step's one-day Timer never fired
 
 
 # -- retries, failure route, waits -----------------------------------------------------------
@@ -445,36 +474,23 @@ class FlakyFlow(Flow[None]):
         return StepList.start_step(Flaky())
 
 
-async def _until(predicate: Any, limit: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + limit
-    while not await predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition never became true"
-        await asyncio.sleep(0.01)
-
-
 async def test_failed_attempts_are_retried_with_backoff_on_the_engine_clock(
     engine_config: EngineConfig,
 ) -> None:
-    clock = ManualClock()
+    config, clock = manual(engine_config)
     Flaky.attempts = []
-    config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
     async with running_engine([FlakyFlow()], config) as eng:
         await eng.start_flow(FlakyFlow, "flaky", None)
-
-        async def attempts(n: int) -> Any:
-            async def check() -> bool:
-                return len(Flaky.attempts) >= n
-
-            return check
-
-        await _until(await attempts(1))
-        clock.advance(9)
-        await asyncio.sleep(0.1)
+        await settle(eng)
+        assert Flaky.attempts == [1]
+        await clock.advance_when_idle(9)
         assert Flaky.attempts == [1]  # the first retry waits 10 s
-        clock.advance(1)
-        await _until(await attempts(2))
-        clock.advance(20)  # backoff doubles
-        result = await eng.wait_for_flow("flaky", wait_seconds=5)
+        await clock.advance_when_idle(1)
+        assert Flaky.attempts == [1, 2]
+        await clock.advance_when_idle(19)
+        assert Flaky.attempts == [1, 2]  # backoff doubles: the second retry waits 20 s
+        await clock.advance_when_idle(1)
+        result = await eng.wait_for_flow("flaky")
     assert Flaky.attempts == [1, 2, 3]
     assert (result.status, result.completions[0].output) == ("COMPLETED", 3)
 
@@ -546,16 +562,15 @@ class WaitFlow(Flow[None]):
 async def test_wait_for_skip_runs_execute_at_once_and_a_timer_waits_on_the_clock(
     engine_config: EngineConfig,
 ) -> None:
-    clock = ManualClock()
-    config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
+    config, clock = manual(engine_config)
     started_at = clock.now()
     async with running_engine([WaitFlow()], config) as eng:
         await eng.start_flow(WaitFlow, "waits", None)
-        await asyncio.sleep(0.2)
+        await settle(eng)
         assert (await eng.wait_for_flow("waits", wait_seconds=0)).status == "RUNNING"
         waiting = await eng.get_flow_history("waits")
-        clock.advance(3600)
-        result = await eng.wait_for_flow("waits", wait_seconds=5)
+        await clock.advance_when_idle(3600)
+        result = await eng.wait_for_flow("waits", wait_seconds=0)
     assert (result.status, [c.output for c in result.completions]) == ("COMPLETED", ["woke"])
     timer = [e.details for e in waiting.events if e.event_type == "STEP_WAITING"]
     # The wait began at the clock's start (nothing advanced it yet) and lasts one hour.
@@ -570,11 +585,13 @@ async def test_wait_for_skip_runs_execute_at_once_and_a_timer_waits_on_the_clock
 class Resumable(Step[None]):
     runs: list[str] = []
     hang = True
+    entered = asyncio.Event()
 
     async def execute(self, context: Context, input: None) -> StepDecision:
         Resumable.runs.append(context.step_execution_id or "")
+        Resumable.entered.set()
         if Resumable.hang:
-            await asyncio.sleep(60)
+            await asyncio.Event().wait()  # never set: the engine's close cancels it
         return graceful_complete("resumed")
 
 
@@ -586,14 +603,10 @@ class ResumableFlow(Flow[None]):
 async def test_a_restarted_engine_resumes_running_flows_from_the_same_database(
     engine_config: EngineConfig,
 ) -> None:
-    Resumable.runs, Resumable.hang = [], True
+    Resumable.runs, Resumable.hang, Resumable.entered = [], True, asyncio.Event()
     async with running_engine([ResumableFlow()], engine_config) as eng:
         await eng.start_flow(ResumableFlow, "resume", None)
-
-        async def started() -> bool:
-            return bool(Resumable.runs)
-
-        await _until(started)
+        await asyncio.wait_for(Resumable.entered.wait(), 10)
     Resumable.hang = False
     async with running_engine([ResumableFlow()], engine_config) as eng:
         assert eng.recovered_steps == 1
@@ -604,7 +617,7 @@ async def test_a_restarted_engine_resumes_running_flows_from_the_same_database(
 
 class Cleanup(Step[None]):
     async def execute(self, context: Context, input: None) -> StepDecision:
-        await asyncio.sleep(60)
+        await asyncio.Event().wait()  # never set: only the Flow timeout ends this run
         return graceful_complete(None)
 
 
@@ -625,8 +638,7 @@ class CleansUpFlow(Flow[None]):
 async def test_handle_timeout_writes_commit_with_the_timed_out_close(
     engine_config: EngineConfig,
 ) -> None:
-    clock = ManualClock()
-    config = EngineConfig(**{**engine_config.__dict__, "clock": clock})
+    config, clock = manual(engine_config)
     async with running_engine([CleansUpFlow()], config) as eng:
         await eng.start_flow(
             CleansUpFlow,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from pathlib import Path
 
@@ -73,16 +72,15 @@ async def test_closed_runs_are_purged_after_retention_and_open_ones_stay(
         )
         await eng.start_flow(OpenFlow, "open", None)
         assert (await eng.wait_for_flow("old", wait_seconds=5)).status == "COMPLETED"
-        clock.advance(timedelta(days=6).total_seconds())
+        # Six days on, every hourly purge on the way has run and kept the closed run.
+        await clock.advance_when_idle(timedelta(days=6).total_seconds())
+        assert not await _gone(eng, "old")
         await eng.start_flow(KeptFlow, "young", None)
         await eng.wait_for_flow("young", wait_seconds=5)
         blob_files_before = [p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]
 
-        clock.advance(timedelta(days=1, hours=2).total_seconds())  # the hourly purge runs
-        for _ in range(200):
-            if await _gone(eng, "old"):
-                break
-            await asyncio.sleep(0.01)
+        # Past seven days, the next hourly purge takes the old run.
+        await clock.advance_when_idle(timedelta(days=1, hours=2).total_seconds())
 
         assert await _gone(eng, "old")
         assert (await eng.describe_flow("young")).status == "COMPLETED"

@@ -37,6 +37,7 @@ from engine import (
     graceful_complete,
     rpc,
 )
+from engine.testing import settle
 from tests.conftest import running_engine
 
 
@@ -123,7 +124,7 @@ class CounterFlow(Flow[None]):
     @rpc(timeout=timedelta(milliseconds=200))
     async def too_slow(self, context: Context) -> None:
         self.label.set(context, "never committed")
-        await asyncio.sleep(5)
+        await asyncio.Event().wait()  # never set: only the RPC timeout ends this call
 
     @rpc
     def explode(self, context: Context) -> None:
@@ -153,14 +154,8 @@ async def test_rpc_lock_held_by_a_step_fails_at_once_with_the_seed_message(
             await eng.invoke_rpc("increment", "c", 1)
         assert str(info.value) == "RPC lock conflict: attribute key counter is locked by a Step"
         Gate.step_release.set()
-        for _ in range(200):
-            try:
-                assert await eng.invoke_rpc("increment", "c", 1) == 101
-                break
-            except RPCLockConflictError:
-                await asyncio.sleep(0.01)
-        else:
-            pytest.fail("the Step never released its lock")
+        await settle(eng)  # the Step's decision has committed and released the lock
+        assert await eng.invoke_rpc("increment", "c", 1) == 101
 
 
 async def test_rpc_lock_held_by_another_rpc_fails_at_once_naming_an_rpc(
@@ -348,7 +343,9 @@ SECTIONS = Attribute("report-sections", int)
 
 
 class ReportGate:
+    report_started: asyncio.Event
     release_report: asyncio.Event
+    delivery_started: asyncio.Event
     rpc_snapshot_taken: asyncio.Event
     release_rpc: asyncio.Event
     release_delivery: asyncio.Event
@@ -358,6 +355,7 @@ class ReportGate:
 class GenerateReport(Step[None]):
     async def execute(self, context: Context, input: None) -> StepDecision:
         SECTIONS.set(context, 1)
+        ReportGate.report_started.set()
         await ReportGate.release_report.wait()  # a Stop cancels this task here
         REPORT_STATUS.set(context, REPORT_READY)
         return go_to(DeliverReport, None)
@@ -365,6 +363,7 @@ class GenerateReport(Step[None]):
 
 class DeliverReport(Step[None]):
     async def execute(self, context: Context, input: None) -> StepDecision:
+        ReportGate.delivery_started.set()
         await ReportGate.release_delivery.wait()
         return graceful_complete("report delivered")
 
@@ -401,7 +400,9 @@ class ReportFlow(Flow[None]):
 
 @pytest.fixture
 def report_gate() -> type[ReportGate]:
+    ReportGate.report_started = asyncio.Event()
     ReportGate.release_report = asyncio.Event()
+    ReportGate.delivery_started = asyncio.Event()
     ReportGate.rpc_snapshot_taken = asyncio.Event()
     ReportGate.release_rpc = asyncio.Event()
     ReportGate.release_delivery = asyncio.Event()
@@ -409,21 +410,12 @@ def report_gate() -> type[ReportGate]:
     return ReportGate
 
 
-async def _sections_written(eng: Any, flow_id: str) -> None:
-    for _ in range(500):
-        history = await eng.get_flow_history(flow_id)
-        if any(e.event_type == "FLOW_STARTED" for e in history.events):
-            await asyncio.sleep(0.05)
-            return
-        await asyncio.sleep(0.01)
-
-
 async def test_stop_rpc_cancels_the_running_step_and_its_follow_up_records_the_stop(
     engine_config: EngineConfig, report_gate: type[ReportGate]
 ) -> None:
     async with running_engine([ReportFlow()], engine_config) as eng:
         await eng.start_flow(ReportFlow, "report", None)
-        await _sections_written(eng, "report")
+        await asyncio.wait_for(report_gate.report_started.wait(), 5)
         assert await eng.invoke_rpc("stop_report", "report") is True
         report_gate.release_report.set()  # too late: the attempt was canceled
         result = await eng.wait_for_flow("report", wait_seconds=10)
@@ -448,15 +440,14 @@ async def test_a_report_committed_after_the_rpc_snapshot_wins_and_the_follow_up_
     report_gate.block_rpc = True
     async with running_engine([ReportFlow()], engine_config) as eng:
         await eng.start_flow(ReportFlow, "race", None)
-        await _sections_written(eng, "race")
+        await asyncio.wait_for(report_gate.report_started.wait(), 5)
         stop = asyncio.create_task(eng.invoke_rpc("stop_report", "race"))
         await asyncio.wait_for(report_gate.rpc_snapshot_taken.wait(), 5)
         report_gate.release_report.set()
-        for _ in range(500):  # the report commits while the RPC still runs
-            values = (await eng.get_attributes("race", ["report-status"])).values
-            if values:
-                break
-            await asyncio.sleep(0.01)
+        # The report commits while the RPC still runs: its follow-up Step has begun.
+        await asyncio.wait_for(report_gate.delivery_started.wait(), 5)
+        assert not stop.done()
+        values = (await eng.get_attributes("race", ["report-status"])).values
         assert values == {"report-status": REPORT_READY}
         report_gate.release_rpc.set()
         assert await stop is True  # not rejected, though there was nothing left to cancel

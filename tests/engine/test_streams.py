@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -38,6 +38,7 @@ from engine import (
     graceful_complete,
     rpc,
 )
+from engine.testing import settle
 from tests.conftest import running_engine
 
 WAIT = 10.0
@@ -172,16 +173,8 @@ def flow_with(step: Step[Any]) -> Flow[Any]:
 
 
 async def finished(eng: Any, flow_id: str) -> Any:
-    """Return the Flow's result once it closed.
-
-    Waits in short slices: Engine.wait_for_flow can miss a close that lands while it reads the
-    run (it then sleeps for its whole wait), so a long single wait would slow the suite down.
-    """
-    deadline = asyncio.get_running_loop().time() + WAIT
-    while True:
-        result = await eng.wait_for_flow(flow_id, wait_seconds=0.2)
-        if result.status != "RUNNING" or asyncio.get_running_loop().time() > deadline:
-            return result
+    """Return the Flow's result as soon as it closed (RUNNING if it did not within WAIT)."""
+    return await eng.wait_for_flow(flow_id, wait_seconds=WAIT)
 
 
 async def values(eng: Any, flow: Flow[Any], flow_id: str, stream: str = "progress") -> list[Any]:
@@ -437,15 +430,11 @@ async def test_capacity_rejection_reaches_the_client_and_retry_succeeds(
     async with running_engine([flow], engine_config) as eng:
         kind = type(flow)
         await eng.write_stream("f", "tiny", "a" * 40, source="s", flow_type=kind)
-        with pytest.raises(ResourceExhaustedError):
+        with pytest.raises(ResourceExhaustedError) as rejected:
             await eng.write_stream("f", "tiny", "b" * 40, source="s", flow_type=kind)
-        for _ in range(100):  # trimming runs in the background; retry after a short delay
-            await asyncio.sleep(0.01)
-            try:
-                await eng.write_stream("f", "tiny", "b" * 40, source="s", flow_type=kind)
-                break
-            except ResourceExhaustedError:
-                continue
+        assert rejected.value.retryable is True
+        await settle(eng)  # the rejection asked for room; trimming makes it in the background
+        await eng.write_stream("f", "tiny", "b" * 40, source="s", flow_type=kind)
         assert await values(eng, flow, "f", "tiny") == ["b" * 40]
 
 
@@ -508,11 +497,12 @@ async def test_buffered_writer_flushes_each_second_and_at_the_end(
     async with running_engine([flow], dataclasses.replace(engine_config, clock=clock)) as eng:
         await eng.start_flow(type(flow), "f1")
         await asyncio.wait_for(Gates.observed["first"].wait(), WAIT)
-        await asyncio.sleep(0.05)
         assert await values(eng, flow, "f1") == []  # buffered, not sent yet
         clock.advance(1.0)
         message = await eng.read_stream("f1", "progress", wait_seconds=WAIT, flow_type=type(flow))
         assert message is not None and message.value == "Hello"  # empty chunk ignored
+        # The first message there is, and it went out only once the clock had moved.
+        assert message.created_at == datetime.fromtimestamp(clock.now(), UTC)
         Gates.observed["advanced"].set()
         await asyncio.wait_for(Gates.observed["second"].wait(), WAIT)
         assert await values(eng, flow, "f1") == ["Hello"]

@@ -13,7 +13,12 @@ from tests.server import ServerProcess
 BASE = "/patterns/sequentially-chunked-attribute-map"
 
 
-async def _load(url: str, acked: list[dict[str, Any]], stop: asyncio.Event) -> None:
+ENOUGH = 150  # acknowledged registrations before the kill
+
+
+async def _load(
+    url: str, acked: list[dict[str, Any]], enough: asyncio.Event, stop: asyncio.Event
+) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=10) as client:
         n = 0
         while not stop.is_set():
@@ -27,6 +32,8 @@ async def _load(url: str, acked: list[dict[str, Any]], stop: asyncio.Event) -> N
                 return  # the server died mid-request: this one was never acknowledged
             if response.status_code == 201:
                 acked.append(response.json())
+                if len(acked) >= ENOUGH:
+                    enough.set()
 
 
 async def _pages(url: str) -> list[dict[str, Any]]:
@@ -46,18 +53,22 @@ async def test_sigkill_under_load_then_restart_keeps_every_acknowledged_registra
 ) -> None:
     server = ServerProcess(tmp_path)
     server.start()
+    enough, stop = asyncio.Event(), asyncio.Event()
     try:
         async with httpx.AsyncClient(base_url=server.url) as client:
             assert (await client.post(f"{BASE}/start")).status_code == 201
         acked: list[dict[str, Any]] = []
-        stop = asyncio.Event()
-        workers = [asyncio.create_task(_load(server.url, acked, stop)) for _ in range(16)]
-        while len(acked) < 150:  # noqa: ASYNC110 - polling a list the workers fill
-            await asyncio.sleep(0.02)
+        workers = [asyncio.create_task(_load(server.url, acked, enough, stop)) for _ in range(16)]
+        # Until ENOUGH registrations are acknowledged (or the load ends early, failing below).
+        reached = asyncio.create_task(enough.wait())
+        await asyncio.wait([reached, *workers], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        reached.cancel()
+        assert enough.is_set(), f"only {len(acked)} registrations were acknowledged"
         await asyncio.to_thread(server.kill)  # mid-load, no graceful shutdown
         stop.set()
         await asyncio.gather(*workers)
     finally:
+        stop.set()
         server.kill()
 
     restarted = ServerProcess(tmp_path)
@@ -78,5 +89,5 @@ async def test_sigkill_under_load_then_restart_keeps_every_acknowledged_registra
     assert sequences == list(range(1, len(sequences) + 1)), "sequences have gaps or repeats"
     missing = [r for r in acked if stored.get(r["email"]) != r["sequence"]]
     assert missing == [], f"{len(missing)} acknowledged registrations were lost"
-    assert len(acked) >= 150
+    assert len(acked) >= ENOUGH
     assert after.status_code == 201 and after.json()["sequence"] == len(sequences) + 1

@@ -9,6 +9,10 @@ from typing import Any
 
 import httpx
 
+from engine.testing import waiting_calls
+from tests.conftest import ServedApp
+from tests.support.waiting import eventually
+
 BASE = "/primitives/client-apis"
 
 
@@ -33,6 +37,11 @@ def ids(response: httpx.Response) -> set[str]:
 
 async def engine_search(client: httpx.AsyncClient, query: str) -> set[str]:
     return ids(await client.get("/api/v1/flows", params={"query": query}))
+
+
+def pending_matches(served: ServedApp) -> int:
+    """Return how many WaitForAttributeMatch calls are registered and not answered yet."""
+    return waiting_calls(served.engine).attribute_matches
 
 
 async def wait_for(
@@ -134,14 +143,18 @@ async def test_search_pages_with_the_same_filter_and_rejects_bad_queries_and_tok
 
 
 async def test_wait_for_attribute_match_answers_soon_after_the_rpc_commits(
-    make_client: Any,
+    make_app: Any,
 ) -> None:
     flow_id = "ship-wait"
-    async with make_client() as client:
+    async with make_app() as served:
+        client = served.client
         await start(client, flow_id)
         waiting = asyncio.create_task(wait_for(client, flow_id, "delivered", 10))
-        await asyncio.sleep(0.2)
+        await eventually(
+            lambda: pending_matches(served) == 1 or waiting.done(), what="the wait to register"
+        )
         assert not waiting.done(), "the stage is still 'created': the wait must be pending"
+        # Registered before the write, it can only answer 'delivered' by being woken by it.
         moved = await set_stage(client, flow_id, "delivered")
         committed_at = time.monotonic()
         matched = await asyncio.wait_for(waiting, 5)

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from engine.testing import settle
 from patterns.primitives.rpc.flow import RELEASING_TEXT, holding_text
 
 BASE = "/primitives/rpc"
@@ -64,10 +65,11 @@ async def test_start_sets_the_counter_to_zero_and_increments_add_up(make_client:
 
 
 async def test_an_increment_while_a_step_holds_the_lock_is_409_with_retry_after(
-    make_client: Any,
+    make_app: Any,
 ) -> None:
     flow_id = "counter-held"
-    async with make_client() as client:
+    async with make_app() as served:
+        client = served.client
         await start(client, flow_id)
         held = await hold(client, flow_id, 0.5)
         # The Step writes this once it holds the lock, so the increment below must collide.
@@ -75,12 +77,10 @@ async def test_an_increment_while_a_step_holds_the_lock_is_409_with_retry_after(
         conflict = await increment(client, flow_id)
         read_meanwhile = await counter(client, flow_id)
         releasing = await next_lock_event(client, flow_id, holding["resumeToken"])
-        # The lock goes when the Step's decision commits, just after its last message.
-        for _ in range(200):
-            retried = await increment(client, flow_id)
-            if retried.status_code != 409:
-                break
-            await asyncio.sleep(0.01)
+        # The lock goes when the Step's decision commits, just after its last message: once
+        # the engine has settled, that commit is done.
+        await settle(served.engine)
+        retried = await increment(client, flow_id)
         final = await counter(client, flow_id)
         still = await client.get(f"/api/v1/flows/{flow_id}")
     assert held.status_code == 200 and held.json() == {"seconds": 0.5}

@@ -18,6 +18,7 @@ from engine import (
     StepList,
     rpc,
 )
+from engine.testing import settle
 from patterns.primitives.rpc_canceling_steps.flow import (
     REPORT_READY,
     ReportFlow,
@@ -91,10 +92,11 @@ async def test_start_commits_the_generating_status_and_a_second_start_finds_the_
 
 
 async def test_stop_while_generating_cancels_the_step_and_finish_report_stop_records_it(
-    make_client: Any,
+    make_app: Any,
 ) -> None:
     flow_id = "report-stopped"
-    async with make_client() as client:
+    async with make_app() as served:
+        client = served.client
         await start(client, flow_id, sections=20, sectionSeconds=0.1)
         # The first section's progress message proves GenerateReport is running.
         first = await client.get(f"{progress_path(flow_id)}/next", params={"waitSeconds": 5})
@@ -103,8 +105,9 @@ async def test_stop_while_generating_cancels_the_step_and_finish_report_stop_rec
         done = await result(client, flow_id)
         seen = await status(client, flow_id)
         written = await progress(client, flow_id)
-        # Three more sections' time: a Step that kept running would write again.
-        await asyncio.sleep(0.3)
+        # A Step attempt that kept running would keep the engine busy until it had written
+        # every section; settled, nothing runs that could still write.
+        await settle(served.engine)
         later = await progress(client, flow_id)
         again = await stop(client, flow_id)
         events = await history(client, flow_id)

@@ -3,13 +3,16 @@ restart neither loses the Timer nor starts its wait over."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pytest
 
+from app.settings import Settings
+from engine.testing import settle
 from patterns.primitives.timer.flow import fired_text
+from tests.conftest import manual_clock_config
 
 BASE = "/primitives/timer"
 
@@ -47,17 +50,26 @@ def seconds_between(earlier: str, later: str) -> float:
     return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()
 
 
-async def test_the_step_waits_for_the_timer_then_completes(make_client: Any) -> None:
+async def test_the_step_waits_for_the_timer_then_completes(
+    make_app: Any, settings: Settings
+) -> None:
     flow_id = "timer-basic"
-    async with make_client() as client:
+    config, clock = manual_clock_config(settings)
+    async with make_app(engine_config=config) as served:
+        client = served.client
         started = await start(client, flow_id, 0.3)
         await wait_until_waiting(client, flow_id)
+        began = clock.now()
+        # Settled, the Step can only wait on its Timer: it fires when the clock gets there.
+        await settle(served.engine)
         running = await status(client, flow_id)
         again = await client.post(f"{BASE}/start", params={"flowId": flow_id})
+        fired_at = await clock.advance_when_idle()  # to the next deadline: the Timer's
         done = await result(client, flow_id)
         closed = await status(client, flow_id)
         attrs = await client.get(f"/api/v1/flows/{flow_id}/attributes")
     run_id = started.json()["runId"]
+    assert fired_at - began == pytest.approx(0.3, abs=1e-6)  # the Timer was the deadline
     assert running["flowStatus"] == "RUNNING" and running["closedAt"] is None
     assert (running["flowId"], running["runId"]) == (flow_id, run_id)
     assert again.status_code == 200
@@ -73,18 +85,21 @@ async def test_the_step_waits_for_the_timer_then_completes(make_client: Any) -> 
 
 
 async def test_a_timer_due_while_the_server_was_down_fires_at_once_after_restart(
-    make_client: Any,
+    make_app: Any, settings: Settings
 ) -> None:
     flow_id = "timer-restart"
-    async with make_client() as client:
-        started = await start(client, flow_id, 0.6)
-        await wait_until_waiting(client, flow_id)
+    config, clock = manual_clock_config(settings)
+    async with make_app(engine_config=config) as served:
+        started = await start(served.client, flow_id, 0.6)
+        await wait_until_waiting(served.client, flow_id)
     # The server is down past the due time.
-    await asyncio.sleep(0.7)
-    reopened = datetime.now(UTC)
-    async with make_client() as client:
-        done = await result(client, flow_id)
-        closed = await status(client, flow_id)
+    clock.advance(0.7)
+    reopened = datetime.fromtimestamp(clock.now(), UTC)
+    async with make_app(engine_config=config) as served:
+        # The clock stands still from here: only a Timer fired on recovery can close the run.
+        await settle(served.engine)
+        done = await result(served.client, flow_id)
+        closed = await status(served.client, flow_id)
     assert done["status"] == "COMPLETED" and done["runId"] == started.json()["runId"]
     # Fired on recovery at its committed due time, not after a fresh 0.6 s wait.
     assert seconds_between(reopened.isoformat(), closed["closedAt"]) < 0.4

@@ -50,6 +50,20 @@ def size_of(value: str, flow_id: str = "f", source: str = "s") -> int:
     return len(value) + 2 + len(flow_id) + len(source) + OVERHEAD
 
 
+async def parked(svc: StreamService, flow_id: str = "f", stream: str = "progress") -> int:
+    """Return how many readers wait on ``flow_id`` once the tasks created so far have started.
+
+    Tasks take their first step in the order they were created, and a read runs without
+    pausing up to its wait: a task created after the readers sees every one of them parked.
+    """
+
+    async def count() -> int:
+        waiter = store_of(svc)._waiters.get(("NewsFlow", stream, flow_id))
+        return 0 if waiter is None else waiter.count
+
+    return await asyncio.create_task(count())
+
+
 async def settle(svc: StreamService) -> None:
     """Let background trim jobs finish."""
     store = store_of(svc)
@@ -172,7 +186,7 @@ async def test_wait_seconds_outside_zero_to_sixty_is_invalid() -> None:
 async def test_waiting_reader_wakes_when_a_message_is_written() -> None:
     svc = service()
     reader = asyncio.create_task(read(svc, wait=30))
-    await asyncio.sleep(0.01)
+    assert await parked(svc) == 1
     assert not reader.done()
     write(svc, "news")
     message = await asyncio.wait_for(reader, 5)
@@ -183,8 +197,9 @@ async def test_waiting_reader_wakes_when_a_message_is_written() -> None:
 async def test_waiting_reader_ignores_writes_to_other_flow_ids() -> None:
     svc = service()
     reader = asyncio.create_task(read(svc, flow_id="mine", wait=0.2))
-    await asyncio.sleep(0.01)
+    assert await parked(svc, "mine") == 1
     write(svc, "theirs", flow_id="other")
+    assert await parked(svc, "mine") == 1  # the write did not wake it
     assert await reader is None
     assert store_of(svc)._waiters == {}
 
@@ -192,7 +207,7 @@ async def test_waiting_reader_ignores_writes_to_other_flow_ids() -> None:
 async def test_closing_the_store_releases_waiting_readers() -> None:
     svc = service()
     reader = asyncio.create_task(read(svc, wait=30))
-    await asyncio.sleep(0.01)
+    assert await parked(svc) == 1
     svc.close()
     with pytest.raises(FailedPreconditionError):
         await asyncio.wait_for(reader, 5)

@@ -35,13 +35,16 @@ async def test_units_queued_together_commit_together_and_a_failure_stays_alone(
     await db.open()
     try:
         await db.write(lambda c: c.execute(text("CREATE TABLE probe (value TEXT)")))
+        loop = asyncio.get_running_loop()
+        holding = asyncio.Event()
         gate = threading.Event()
 
         def hold(conn: Connection) -> None:
+            loop.call_soon_threadsafe(holding.set)
             gate.wait(5)  # keeps the writer busy while the next units queue up
 
         first = asyncio.ensure_future(db.write(hold))
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(holding.wait(), 5)  # the writer thread is inside hold
         queued = [
             asyncio.ensure_future(db.write(_insert("a"))),
             asyncio.ensure_future(db.write(_insert("b", fail=True))),
@@ -49,7 +52,13 @@ async def test_units_queued_together_commit_together_and_a_failure_stays_alone(
             asyncio.ensure_future(db.write(_insert("d", fail=True))),
             asyncio.ensure_future(db.write(_insert("e"))),
         ]
-        await asyncio.sleep(0.05)
+        # Each write hands its unit to the writer in its task's first step, and the loop runs
+        # callbacks in the order they were scheduled: this one runs after all five are queued.
+        submitted = loop.create_future()
+        loop.call_soon(submitted.set_result, None)
+        await submitted
+        assert db._writer is not None and db._writer._queue.qsize() == 5  # one batch behind hold
+        assert not any(task.done() for task in queued)
         gate.set()
         await first
         outcomes = await asyncio.gather(*queued, return_exceptions=True)
