@@ -94,14 +94,7 @@ class ManualClock(Clock):
         real time (a handler that never returns, say).
         """
         for engine in list(self._engines):
-            try:
-                async with asyncio.timeout(give_up_after):
-                    await engine.wait_idle()
-            except TimeoutError:
-                busy = ", ".join(engine.pending()) or "nothing (it settled just now)"
-                raise TimeoutError(
-                    f"an engine did not settle within {give_up_after:g} s: {busy}"
-                ) from None
+            await wait_idle(engine, give_up_after)
 
     async def advance_when_idle(
         self, seconds: float | None = None, *, give_up_after: float = 30.0
@@ -127,6 +120,19 @@ class ManualClock(Clock):
         self.advance(target - self._now)
         await self.settle(give_up_after=give_up_after)
         return self._now
+
+
+async def wait_idle(engine: IdleProbe, give_up_after: float) -> None:
+    """Wait until ``engine`` is idle; raise TimeoutError naming its busy work after
+    ``give_up_after`` seconds of real time."""
+    try:
+        async with asyncio.timeout(give_up_after):
+            await engine.wait_idle()
+    except TimeoutError:
+        busy = ", ".join(engine.pending()) or "nothing (it settled just now)"
+        raise TimeoutError(
+            f"the engine did not settle within {give_up_after:g} s: {busy}"
+        ) from None
 
 
 def to_micros(seconds: float) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 
 from engine._runtime.composition import compose
 from engine._runtime.history import history_page
-from engine.clock import Clock
+from engine.clock import Clock, IdleProbe
 from engine.config import EngineConfig
 from engine.flow import Flow
 from engine.options import MatchOperator, RPCInvokeOptions, StartFlowOptions, StopType
@@ -270,13 +270,9 @@ class Engine:
         """Describe every registered Flow type: Steps, RPCs with JSON schemas, state, indexes."""
         return self.registry.describe()
 
-    async def _wait_idle(self) -> None:
-        """Return once no Step, commit or timer is due (``engine.testing.settle``)."""
-        await self._services.activity.wait_idle()
-
-    def _pending_work(self) -> list[str]:
-        """Describe the work in hand, for a settle that gives up."""
-        return self._services.activity.pending()
+    def _idle_probe(self) -> IdleProbe:
+        """Return what tells whether the engine has work in hand (``engine.testing``)."""
+        return self._services.activity
 
     def _waiting_calls(self) -> tuple[int, int, int]:
         """Count the long-polling calls: (waitForFlow, WaitForAttributeMatch, readStream)."""

@@ -21,10 +21,9 @@ one is registered, so the write meant to answer it comes after.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
-from engine.clock import ManualClock
+from engine.clock import ManualClock, wait_idle
 from engine.engine import Engine
 
 __all__ = ["ManualClock", "WaitingCalls", "settle", "waiting_calls"]
@@ -57,11 +56,4 @@ async def settle(engine: Engine, *, give_up_after: float = 30.0) -> None:
     Raises TimeoutError naming the work still in hand after ``give_up_after`` seconds of real
     time (a handler that never returns, say).
     """
-    try:
-        async with asyncio.timeout(give_up_after):
-            await engine._wait_idle()
-    except TimeoutError:
-        busy = ", ".join(engine._pending_work()) or "nothing (it settled just now)"
-        raise TimeoutError(
-            f"the engine did not settle within {give_up_after:g} s: {busy}"
-        ) from None
+    await wait_idle(engine._idle_probe(), give_up_after)

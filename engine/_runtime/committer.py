@@ -25,7 +25,10 @@ class Committer:
 
     async def commit(self, unit: Unit) -> CommitResult:
         """Apply ``unit`` in one transaction, publish its result, and return it."""
-        with self._activity.working(COMMITS):
+        self._activity.enter(COMMITS)
+        try:
             result = await self._database.write(unit)
             self._notifier.publish(result)
             return result
+        finally:
+            self._activity.leave(COMMITS)

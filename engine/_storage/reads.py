@@ -57,9 +57,12 @@ _RUN_COLUMNS = (
 )
 
 
+_STATUS = {status.value: status for status in RunStatus}
+
+
 def _run_from(row: Any) -> RunInfo:
     columns = {c: getattr(row, c) for c in _RUN_COLUMNS}
-    columns["status"] = RunStatus(columns["status"])
+    columns["status"] = _STATUS[columns["status"]]
     return RunInfo(**columns)
 
 

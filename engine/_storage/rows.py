@@ -28,14 +28,10 @@ _se = t.step_executions
 
 # -- statements built once --------------------------------------------------------------------
 
-# FOR UPDATE serializes units on one run across connections (PostgreSQL); SQLite has no row
-# locks and renders nothing, its single writer is serial already.
-_LOCK_RUN = (
-    select(t.runs.c.run_id, t.runs.c.flow_id, t.runs.c.flow_type, t.runs.c.status)
-    .where(t.runs.c.run_id == bindparam("run_id"))
-    .with_for_update()
+_READ_RUN = select(t.runs.c.run_id, t.runs.c.flow_id, t.runs.c.flow_type, t.runs.c.status).where(
+    t.runs.c.run_id == bindparam("run_id")
 )
-_LOCK_LATEST_RUN = (
+_READ_LATEST_RUN = (
     select(
         t.runs.c.run_id,
         t.runs.c.flow_id,
@@ -45,8 +41,13 @@ _LOCK_LATEST_RUN = (
     )
     .join(t.flows, t.flows.c.latest_run_id == t.runs.c.run_id)
     .where(t.flows.c.flow_id == bindparam("flow_id"))
-    .with_for_update()
 )
+# FOR UPDATE serializes units on one run across connections (PostgreSQL). SQLite has no row
+# locks (its single writer is serial already), so it gets the plain read, which is cheaper
+# even though SQLAlchemy would render FOR UPDATE there as nothing.
+_LOCKING = {"sqlite": (_READ_RUN, _READ_LATEST_RUN)}
+_FOR_UPDATE = (_READ_RUN.with_for_update(), _READ_LATEST_RUN.with_for_update())
+_STATUS = {status.value: status for status in RunStatus}
 _ATTEMPT = select(_se.c.state, _se.c.attempt).where(_se.c.id == bindparam("step_id"))
 _DELETE_ATTRIBUTE = delete(t.attributes).where(
     t.attributes.c.run_id == bindparam("r"),
@@ -144,7 +145,7 @@ def _upsert_attributes(conn: Connection) -> Any:
 # -- the run ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LockedRun:
     """A run locked for the rest of the unit's transaction."""
 
@@ -159,7 +160,7 @@ class LockedRun:
         return self.status == RunStatus.RUNNING
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LatestRun(LockedRun):
     """The latest run of a Flow ID, locked with its Flow row."""
 
@@ -168,18 +169,20 @@ class LatestRun(LockedRun):
 
 def lock_run(conn: Connection, run_id: str) -> LockedRun | None:
     """Lock ``run_id`` for this transaction and return it; None when there is no such run."""
-    row = conn.execute(_LOCK_RUN, {"run_id": run_id}).first()
+    statement = _LOCKING.get(conn.dialect.name, _FOR_UPDATE)[0]
+    row = conn.execute(statement, {"run_id": run_id}).first()
     if row is None:
         return None
-    return LockedRun(row.run_id, row.flow_id, row.flow_type, RunStatus(row.status))
+    return LockedRun(row.run_id, row.flow_id, row.flow_type, _STATUS[row.status])
 
 
 def lock_latest_run(conn: Connection, flow_id: str) -> LatestRun | None:
     """Lock the Flow ID's row and its latest run; None when the Flow ID is unused."""
-    row = conn.execute(_LOCK_LATEST_RUN, {"flow_id": flow_id}).first()
+    statement = _LOCKING.get(conn.dialect.name, _FOR_UPDATE)[1]
+    row = conn.execute(statement, {"flow_id": flow_id}).first()
     if row is None:
         return None
-    return LatestRun(row.run_id, row.flow_id, row.flow_type, RunStatus(row.status), row.request_id)
+    return LatestRun(row.run_id, row.flow_id, row.flow_type, _STATUS[row.status], row.request_id)
 
 
 def attempt_is_current(conn: Connection, step_id: str, attempt: int) -> bool:
