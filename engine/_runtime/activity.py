@@ -9,9 +9,8 @@ caller has not sent yet is not work: only time or the caller can move it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 
 class Activity:
@@ -36,15 +35,6 @@ class Activity:
         if self._busy[kind] <= 0:
             del self._busy[kind]
         self.touch()
-
-    @contextlib.contextmanager
-    def working(self, kind: str) -> Iterator[None]:
-        """Count the body as one piece of work of ``kind``."""
-        self.enter(kind)
-        try:
-            yield
-        finally:
-            self.leave(kind)
 
     def touch(self) -> None:
         """Tell waiters that work may have ended (a probe's answer may have changed)."""
