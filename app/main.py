@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 import engine
 from app.errors import install_error_handlers
 from app.middleware import PROTECTED_PREFIXES, BearerAuthMiddleware, BodyLimitMiddleware
-from app.routes import flows, meta, search, state, streams
+from app.routes import channels, flows, meta, search, state, streams
 from app.schemas import Problem
 from app.settings import Settings
 
@@ -107,6 +107,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(flows.router)
     app.include_router(state.router)
+    app.include_router(channels.router)
     app.include_router(streams.router)
     app.include_router(search.router)
     app.include_router(meta.router)

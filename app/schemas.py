@@ -260,6 +260,63 @@ class FlowTypesResponse(Wire):
     flow_types: list[FlowTypeInfo]
 
 
+# -- Channels -----------------------------------------------------------------------------------
+
+
+class ChannelInfoResponse(Wire):
+    """A Channel, or a non-empty ChannelMap instance, with its pending count."""
+
+    name: str
+    instance: str | None = Field(description="The ChannelMap instance; null for a Channel.")
+    size: int
+
+
+class ChannelsResponse(Wire):
+    """Every Channel and non-empty ChannelMap instance of the current (or latest) run."""
+
+    flow_id: str
+    channels: list[ChannelInfoResponse]
+
+
+class ChannelMessageResponse(Wire):
+    """A pending message: its UUIDv7 ID, value and publication time."""
+
+    message_id: str
+    value: Any
+    published_at: datetime
+
+    @classmethod
+    def of(cls, message: engine.ChannelMessage[Any]) -> ChannelMessageResponse:
+        """Return the wire form of a pending message."""
+        return cls(
+            message_id=message.message_id,
+            value=engine.to_json_data(message.value),
+            published_at=message.published_at,
+        )
+
+
+class ChannelMessagesResponse(Wire):
+    """Pending messages, oldest first; pass ``nextPageToken`` as ``pageToken`` for more."""
+
+    flow_id: str
+    run_id: str
+    messages: list[ChannelMessageResponse]
+    next_page_token: str
+
+
+class PublishBody(Request):
+    """A message to publish; ``instance`` for a ChannelMap."""
+
+    value: Any = None
+    instance: str | None = Field(None, min_length=1, max_length=256)
+
+
+class PublishResponse(Wire):
+    """The published message's ID."""
+
+    message_id: str
+
+
 class HealthResponse(Wire):
     """Liveness or readiness."""
 

@@ -8,6 +8,7 @@ from engine.attribute import (
     AttributeMapLoad,
     IndexType,
 )
+from engine.channel import Channel, ChannelCondition, ChannelMap, ChannelMapLoad, ChannelMessage
 from engine.clock import Clock, ManualClock
 from engine.config import EngineConfig
 from engine.context import Context
@@ -51,6 +52,8 @@ from engine.results import (
     AttributeDescription,
     AttributeMatch,
     AttributeValues,
+    ChannelInfo,
+    ChannelMessagePage,
     FlowInfo,
     FlowResult,
     FlowTypeDescription,
@@ -101,7 +104,14 @@ __all__ = [
     "AttributeMatch",
     "AttributeValues",
     "BufferedTextWriter",
+    "Channel",
+    "ChannelCondition",
+    "ChannelInfo",
+    "ChannelMap",
+    "ChannelMapLoad",
+    "ChannelMessage",
     "ChannelMessageNotFoundError",
+    "ChannelMessagePage",
     "ChannelMessagesNotLoadedError",
     "Clock",
     "ConflictError",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 from uuid6 import uuid7
 
@@ -15,6 +17,25 @@ MAX_ID_LENGTH = 256
 def new_id() -> str:
     """Return a new time-ordered unique ID (UUIDv7)."""
     return str(uuid7())
+
+
+_ordered_lock = threading.Lock()
+_last_ordered = 0
+
+
+def new_ordered_id() -> str:
+    """Return a UUIDv7 greater than every one this function returned before in this process.
+
+    Channel message IDs come from here, in commit order, so the IDs of one Channel increase
+    in its FIFO order.
+    """
+    global _last_ordered
+    with _ordered_lock:
+        value = uuid7().int
+        if value <= _last_ordered:
+            value = _last_ordered + 1
+        _last_ordered = value
+    return str(UUID(int=value))
 
 
 def state_key(name: str, instance: str) -> str:

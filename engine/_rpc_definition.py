@@ -12,6 +12,7 @@ from engine.attribute import AttributeLock, AttributeMapLoad
 
 if TYPE_CHECKING:
     from engine.attribute import AttributeMap
+    from engine.channel import Channel, ChannelMap, ChannelMapLoad
 
 DEFAULT_RPC_TIMEOUT = timedelta(seconds=60)
 #: The attribute ``@rpc`` sets on the decorated function.
@@ -29,6 +30,9 @@ class RPCDefinition:
     is_transactional: bool = False
     load_attribute_maps: tuple[AttributeMap[Any], ...] = ()
     load_attribute_map_instances: tuple[AttributeMapLoad, ...] = ()
+    load_channels: tuple[Channel[Any], ...] = ()
+    load_channel_maps: tuple[ChannelMap[Any], ...] = ()
+    load_channel_map_instances: tuple[ChannelMapLoad, ...] = ()
     takes_input: bool = True
     input_type: Any = Any
     output_type: Any = Any

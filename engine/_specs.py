@@ -19,13 +19,17 @@ from engine._loads import (
     check_declared_loads,
     check_lock,
     phase_plans,
+    rpc_loads,
     rpc_plan,
+    step_loads,
+    timeout_loads,
     timeout_plan,
 )
 from engine._rpc_definition import RPCDefinition, rpc_definition_of
 from engine._storage.records import LoadPlan, Phase
 from engine._storage.search.fields import is_system_field
 from engine.attribute import AttributeLock, IndexType, _State
+from engine.channel import _Channel
 from engine.errors import DefinitionError, RPCNotFoundError
 from engine.flow import Flow, FlowTimeoutHandlerOptions, RPCResult
 from engine.step import Step, StepList, StepOptions
@@ -78,6 +82,7 @@ class FlowSpec:
     input_type: Any = None
     step_classes: dict[type[Step[Any]], str] = field(default_factory=dict)
     streams: dict[str, Stream[Any]] = field(default_factory=dict)
+    channels: dict[str, _Channel[Any]] = field(default_factory=dict)
     timeout_handler: Callable[..., Any] | None = None
     timeout_plan: LoadPlan = field(default_factory=LoadPlan)
 
@@ -119,6 +124,7 @@ def build_flow_spec(flow: Flow[Any], keys: IndexKeys) -> FlowSpec:
     flow_type = type(flow).flow_type()
     states = _collect_states(flow, flow_type)
     streams = collect_streams(flow, flow_type, states)
+    channels = _collect_channels(flow, flow_type, {*states, *streams})
     _check_indexes(flow_type, states, keys)
     step_list = flow.get_steps()
     if not isinstance(step_list, StepList):
@@ -130,7 +136,7 @@ def build_flow_spec(flow: Flow[Any], keys: IndexKeys) -> FlowSpec:
         if step_type in steps:
             raise DefinitionError(f"{flow_type}: Step type {step_type} is listed twice")
         step.flow = flow
-        steps[step_type] = _step_spec(flow_type, step, states)
+        steps[step_type] = _step_spec(flow_type, step, states, channels)
         step_classes[type(step)] = step_type
     for spec in steps.values():
         failure = spec.options.failure_step
@@ -139,9 +145,10 @@ def build_flow_spec(flow: Flow[Any], keys: IndexKeys) -> FlowSpec:
                 f"{flow_type}.{spec.step_type}: failure_step {failure.__name__} is not a "
                 "Step of this Flow"
             )
-    rpcs = _collect_rpcs(flow, flow_type, states)
+    rpcs = _collect_rpcs(flow, flow_type, states, channels)
     start = type(step_list.start).step_type() if step_list.start is not None else None
-    timeout_handler, timeout_options = _timeout_handler(flow, flow_type, states)
+    timeout_handler, timeout_options = _timeout_handler(flow, flow_type, states, channels)
+    sizes = bool(channels)
     return FlowSpec(
         flow=flow,
         flow_type=flow_type,
@@ -149,17 +156,23 @@ def build_flow_spec(flow: Flow[Any], keys: IndexKeys) -> FlowSpec:
         steps=steps,
         start_step=start,
         rpcs=rpcs,
-        rpc_plans={name: rpc_plan(definition) for name, definition in rpcs.items()},
+        rpc_plans={
+            name: rpc_plan(definition, channel_sizes=sizes) for name, definition in rpcs.items()
+        },
         input_type=steps[start].input_type if start else None,
         step_classes=step_classes,
         streams=streams,
+        channels=channels,
         timeout_handler=timeout_handler,
-        timeout_plan=timeout_plan(timeout_options),
+        timeout_plan=timeout_plan(timeout_options, channel_sizes=sizes),
     )
 
 
 def _timeout_handler(
-    flow: Flow[Any], flow_type: str, states: dict[str, _State[Any]]
+    flow: Flow[Any],
+    flow_type: str,
+    states: dict[str, _State[Any]],
+    channels: dict[str, _Channel[Any]],
 ) -> tuple[Callable[..., Any] | None, FlowTimeoutHandlerOptions]:
     # ``handle_timeout`` is looked up with getattr so that Flows without one skip it.
     handler = getattr(flow, "handle_timeout", None)
@@ -169,9 +182,7 @@ def _timeout_handler(
             f"{flow_type}.get_timeout_handler_options() must return FlowTimeoutHandlerOptions"
         )
     what = f"{flow_type}.handle_timeout"
-    check_declared_loads(
-        what, states, options.load_attribute_maps, options.load_attribute_map_instances
-    )
+    check_declared_loads(what, states, channels, timeout_loads(options))
     if handler is None:
         return None, options
     if len(inspect.signature(handler).parameters) != 1:
@@ -190,8 +201,8 @@ def _collect_states(flow: Flow[Any], flow_type: str) -> dict[str, _State[Any]]:
                 seen_ids.add(id(value))
                 found.append(value)
     for value in flow.get_persistence_schema():
-        if isinstance(value, Stream):
-            continue  # collected by collect_streams
+        if isinstance(value, Stream | _Channel):
+            continue  # collected by collect_streams and _collect_channels
         if not isinstance(value, _State):
             raise DefinitionError(
                 f"{flow_type}.get_persistence_schema() returned {value!r}, not state"
@@ -216,6 +227,27 @@ def _collect_states(flow: Flow[Any], flow_type: str) -> dict[str, _State[Any]]:
                     "cannot be indexed"
                 )
     return states
+
+
+def _collect_channels(flow: Flow[Any], flow_type: str, taken: set[str]) -> dict[str, _Channel[Any]]:
+    """Return the Channels and ChannelMaps of ``flow``: class attributes and
+    ``get_persistence_schema()``; names are unique among all of the Flow's state."""
+    found: list[_Channel[Any]] = []
+    seen: set[int] = set()
+    candidates: list[Any] = [
+        value for klass in reversed(type(flow).__mro__) for value in vars(klass).values()
+    ]
+    candidates.extend(flow.get_persistence_schema())
+    for value in candidates:
+        if isinstance(value, _Channel) and id(value) not in seen:
+            seen.add(id(value))
+            found.append(value)
+    channels: dict[str, _Channel[Any]] = {}
+    for channel in found:
+        if channel.name in channels or channel.name in taken:
+            raise DefinitionError(f"{flow_type}: state name {channel.name!r} is declared twice")
+        channels[channel.name] = channel
+    return channels
 
 
 def _check_indexes(flow_type: str, states: dict[str, _State[Any]], keys: IndexKeys) -> None:
@@ -255,7 +287,12 @@ def _check_indexes(flow_type: str, states: dict[str, _State[Any]], keys: IndexKe
         keys.add(key, state.index.type, flow_type)
 
 
-def _step_spec(flow_type: str, step: Step[Any], states: dict[str, _State[Any]]) -> StepSpec:
+def _step_spec(
+    flow_type: str,
+    step: Step[Any],
+    states: dict[str, _State[Any]],
+    channels: dict[str, _Channel[Any]],
+) -> StepSpec:
     name = f"{flow_type}.{type(step).step_type()}"
     execute = type(step).execute
     if execute is Step.execute:
@@ -275,30 +312,23 @@ def _step_spec(flow_type: str, step: Step[Any], states: dict[str, _State[Any]]) 
         raise DefinitionError(f"{name}.get_step_options() must return StepOptions")
     for locks in (options.wait_for_lock_attributes, options.execute_lock_attributes):
         _check_locks(name, states, locks)
-    check_declared_loads(
-        name,
-        states,
-        options.wait_for_load_attribute_maps,
-        options.wait_for_load_attribute_map_instances,
-    )
-    check_declared_loads(
-        name,
-        states,
-        options.execute_load_attribute_maps,
-        options.execute_load_attribute_map_instances,
-    )
+    for phase in (Phase.WAIT_FOR, Phase.EXECUTE):
+        check_declared_loads(name, states, channels, step_loads(options, phase))
     return StepSpec(
         step,
         type(step).step_type(),
         input_type,
         options,
         wait_for is not None,
-        phase_plans(options),
+        phase_plans(options, channel_sizes=bool(channels)),
     )
 
 
 def _collect_rpcs(
-    flow: Flow[Any], flow_type: str, states: dict[str, _State[Any]]
+    flow: Flow[Any],
+    flow_type: str,
+    states: dict[str, _State[Any]],
+    channels: dict[str, _Channel[Any]],
 ) -> dict[str, RPCDefinition]:
     # By attribute name, base classes first, so a subclass's method overrides its base's.
     by_attribute: dict[str, RPCDefinition] = {}
@@ -315,12 +345,7 @@ def _collect_rpcs(
         if definition.name in rpcs:
             raise DefinitionError(f"{flow_type}: RPC name {definition.name!r} is used twice")
         _check_locks(name, states, definition.lock_attributes)
-        check_declared_loads(
-            name,
-            states,
-            definition.load_attribute_maps,
-            definition.load_attribute_map_instances,
-        )
+        check_declared_loads(name, states, channels, rpc_loads(definition))
         rpcs[definition.name] = _resolve_rpc_types(definition)
     return rpcs
 

@@ -1,13 +1,15 @@
 """The seam between declarations and the runtime.
 
-Attribute, AttributeMap and Stream declarations read and stage through the Context a handler
-was given; the runtime's Context implements :class:`Staging`. Keeping the interface here, below
-both, lets declarations stay free of the runtime and the runtime free of declaration internals.
+Attribute, AttributeMap, Channel and Stream declarations read and stage through the Context a
+handler was given; the runtime's Context implements :class:`Staging`. Keeping the interface
+here, below both, lets declarations stay free of the runtime and the runtime free of
+declaration internals.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from engine.clock import Clock
@@ -17,6 +19,19 @@ from engine.outputs import StepOutput
 
 class StateRef(Protocol):
     """What staging needs of an Attribute or AttributeMap declaration."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_map(self) -> bool: ...
+
+    @property
+    def value_type(self) -> Any: ...
+
+
+class ChannelRef(Protocol):
+    """What staging needs of a Channel or ChannelMap declaration."""
 
     @property
     def name(self) -> str: ...
@@ -78,6 +93,30 @@ class Staging(abc.ABC):
     @abc.abstractmethod
     def stream_sender(self, stream: StreamRef) -> StreamSender:
         """Return the sender of this Step invocation's Stream writes (RPCs have none)."""
+
+    @abc.abstractmethod
+    def publish(self, channel: ChannelRef, instance: str, value: Any) -> None:
+        """Stage a publication (``instance`` is "" for a Channel)."""
+
+    @abc.abstractmethod
+    def delete_message(self, channel: ChannelRef, instance: str, message_id: str) -> None:
+        """Stage the deletion of a pending message."""
+
+    @abc.abstractmethod
+    def channel_size(self, channel: ChannelRef, instance: str) -> int:
+        """Return the pending count, adjusted for staged publications and deletions."""
+
+    @abc.abstractmethod
+    def pending_messages(self, channel: ChannelRef, instance: str) -> Sequence[Any]:
+        """Return the loaded pending messages (ChannelMessage values), oldest first."""
+
+    @abc.abstractmethod
+    def channel_instances(self, channel: ChannelRef) -> list[str]:
+        """Return the ChannelMap instance keys with pending messages."""
+
+    @abc.abstractmethod
+    def consumed(self, channel: ChannelRef, instance: str) -> Sequence[Any]:
+        """Return the values this Step's winning wait condition consumed, oldest first."""
 
 
 def staging(context: object) -> Staging:

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine._runtime.composition import compose
 from engine._runtime.history import history_page
+from engine.channel import Channel, ChannelMap
 from engine.clock import Clock, IdleProbe
 from engine.config import EngineConfig
 from engine.flow import Flow
@@ -18,6 +19,8 @@ from engine.registry import Registry
 from engine.results import (
     AttributeMatch,
     AttributeValues,
+    ChannelInfo,
+    ChannelMessagePage,
     FlowInfo,
     FlowResult,
     FlowTypeDescription,
@@ -200,6 +203,53 @@ class Engine:
         must be None, name a hard-delete Attribute, and still have a stored value.
         """
         return await self._services.attributes.set(flow_id, values, run_id)
+
+    # -- Channels -------------------------------------------------------------------------------
+
+    async def list_channels(self, flow_id: str, run_id: str | None = None) -> list[ChannelInfo]:
+        """Return every Channel and every non-empty ChannelMap instance of the current (or
+        latest) run with its pending count."""
+        return await self._services.channels.list_channels(flow_id, run_id)
+
+    async def list_channel_messages(
+        self,
+        flow_id: str,
+        channel: Channel[Any] | ChannelMap[Any] | str,
+        *,
+        instance: str | None = None,
+        run_id: str | None = None,
+        page_size: int = 100,
+        page_token: str = "",
+    ) -> ChannelMessagePage:
+        """Return the pending messages of a Channel (or ChannelMap ``instance``) of the current
+        (or latest) run, oldest first; pass ``next_page_token`` back for the next page."""
+        return await self._services.channels.list_messages(
+            flow_id, channel, instance, run_id, page_size, page_token
+        )
+
+    async def publish_to_channel(
+        self,
+        flow_id: str,
+        channel: Channel[Any] | ChannelMap[Any] | str,
+        value: Any,
+        *,
+        instance: str | None = None,
+    ) -> str:
+        """Publish ``value`` to a Channel (or ChannelMap ``instance``) of the Flow's active
+        run and return the message's ID; waiting Steps see it at once."""
+        return await self._services.channels.publish(flow_id, channel, value, instance)
+
+    async def delete_channel_message(
+        self,
+        flow_id: str,
+        channel: Channel[Any] | ChannelMap[Any] | str,
+        message_id: str,
+        *,
+        instance: str | None = None,
+    ) -> None:
+        """Delete a pending message of the Flow's active run by ID; raises
+        ChannelMessageNotFoundError when it is no longer pending."""
+        await self._services.channels.delete(flow_id, channel, message_id, instance)
 
     # -- Streams (best effort, in memory: contents vanish when the process restarts) -----------
 

@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from engine._rpc_definition import DEFAULT_RPC_TIMEOUT, RPC_MARKER, RPCDefinition
 from engine.attribute import AttributeLock, AttributeMap, AttributeMapLoad, _State
+from engine.channel import Channel, ChannelMap, ChannelMapLoad
 from engine.errors import DefinitionError
 from engine.step import Step, StepList, StepMovement, _step_class
 
@@ -47,10 +48,14 @@ class Flow(Generic[I]):
 
 @dataclass(frozen=True)
 class FlowTimeoutHandlerOptions:
-    """State a Flow's ``handle_timeout`` loads: whole AttributeMaps and exact instances."""
+    """State a Flow's ``handle_timeout`` loads: whole AttributeMaps and exact instances, and
+    the pending messages of Channels, whole ChannelMaps and exact ChannelMap instances."""
 
     load_attribute_maps: tuple[AttributeMap[Any], ...] = ()
     load_attribute_map_instances: tuple[AttributeMapLoad, ...] = ()
+    load_channels: tuple[Channel[Any], ...] = ()
+    load_channel_maps: tuple[ChannelMap[Any], ...] = ()
+    load_channel_map_instances: tuple[ChannelMapLoad, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,9 @@ def rpc(
     is_transactional: bool = False,
     load_attribute_maps: tuple[AttributeMap[Any], ...] = (),
     load_attribute_map_instances: tuple[AttributeMapLoad, ...] = (),
+    load_channels: tuple[Channel[Any], ...] = (),
+    load_channel_maps: tuple[ChannelMap[Any], ...] = (),
+    load_channel_map_instances: tuple[ChannelMapLoad, ...] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 
 
@@ -94,11 +102,16 @@ def rpc(
     is_transactional: bool = False,
     load_attribute_maps: tuple[AttributeMap[Any], ...] = (),
     load_attribute_map_instances: tuple[AttributeMapLoad, ...] = (),
+    load_channels: tuple[Channel[Any], ...] = (),
+    load_channel_maps: tuple[ChannelMap[Any], ...] = (),
+    load_channel_map_instances: tuple[ChannelMapLoad, ...] = (),
 ) -> Any:
     """Declare a Flow method ``(self, context[, input])`` as an RPC.
 
     Works bare (``@rpc``), empty (``@rpc()``) or with options. Locks make the RPC
-    transactional; the timeout (default 60 s) bounds one handler invocation.
+    transactional; the timeout (default 60 s) bounds one handler invocation. Loads select
+    AttributeMap entries and pending Channel messages the handler reads; loading does not
+    consume messages, nor make the RPC transactional.
     """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,6 +138,9 @@ def rpc(
             is_transactional=is_transactional,
             load_attribute_maps=tuple(load_attribute_maps),
             load_attribute_map_instances=tuple(load_attribute_map_instances),
+            load_channels=tuple(load_channels),
+            load_channel_maps=tuple(load_channel_maps),
+            load_channel_map_instances=tuple(load_channel_map_instances),
             takes_input=len(params) == 3,
         )
         setattr(fn, RPC_MARKER, definition)

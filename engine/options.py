@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from engine.attribute import AttributeLock, AttributeMapLoad
+from engine.channel import ChannelMapLoad
 
 
 class IdReusePolicy(enum.StrEnum):
@@ -49,7 +50,8 @@ class StartFlowOptions:
 
 @dataclass(frozen=True)
 class RPCInvokeOptions:
-    """Instance loads and locks an application adds to one RPC invocation.
+    """Instance loads and locks an application adds to one RPC invocation: AttributeMap
+    instance loads and locks, and ChannelMap instance loads (``map.load_messages(key)``).
 
     They are unioned, sorted and de-duplicated with the RPC's registered options; they cannot
     replace or clear them.
@@ -57,6 +59,7 @@ class RPCInvokeOptions:
 
     load_attribute_map_instances: tuple[AttributeMapLoad, ...] = ()
     lock_attribute_map_instances: tuple[AttributeLock, ...] = ()
+    load_channel_map_instances: tuple[ChannelMapLoad, ...] = ()
 
 
 class MatchOperator(enum.StrEnum):

@@ -161,3 +161,25 @@ class FlowTypeDescription:
     rpcs: list[RPCDescription]
     attributes: list[AttributeDescription]
     streams: list[StreamDescription]
+
+
+@dataclass(frozen=True)
+class ChannelInfo:
+    """A Channel, or a non-empty ChannelMap instance, of a run with its pending count."""
+
+    name: str
+    instance: str | None
+    size: int
+
+
+@dataclass(frozen=True)
+class ChannelMessagePage:
+    """Pending messages of one queue, oldest first; an empty ``next_page_token`` ends them.
+
+    ``messages`` holds :class:`engine.ChannelMessage` values.
+    """
+
+    flow_id: str
+    run_id: str
+    messages: list[Any]
+    next_page_token: str

@@ -13,6 +13,7 @@ from engine.errors import DefinitionError
 
 if TYPE_CHECKING:
     from engine.attribute import AttributeMap
+    from engine.channel import Channel, ChannelMap, ChannelMapLoad
     from engine.context import Context
 
 I = TypeVar("I")  # noqa: E741 - the Step's input type, named as in the seeds
@@ -43,7 +44,12 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class StepOptions:
-    """Per-method locks, loads and retries of a Step (returned by ``get_step_options``)."""
+    """Per-method locks, loads and retries of a Step (returned by ``get_step_options``).
+
+    Loads select what each method reads beyond singleton Attributes and Channel sizes: whole
+    AttributeMaps or exact instances, and the pending messages of Channels, whole ChannelMaps
+    or exact ChannelMap instances.
+    """
 
     wait_for_lock_attributes: tuple[AttributeLock, ...] = ()
     execute_lock_attributes: tuple[AttributeLock, ...] = ()
@@ -54,6 +60,12 @@ class StepOptions:
     execute_load_attribute_maps: tuple[AttributeMap[Any], ...] = ()
     execute_load_attribute_map_instances: tuple[AttributeMapLoad, ...] = ()
     failure_step: type[Step[Any]] | None = None
+    wait_for_load_channels: tuple[Channel[Any], ...] = ()
+    wait_for_load_channel_maps: tuple[ChannelMap[Any], ...] = ()
+    wait_for_load_channel_map_instances: tuple[ChannelMapLoad, ...] = ()
+    execute_load_channels: tuple[Channel[Any], ...] = ()
+    execute_load_channel_maps: tuple[ChannelMap[Any], ...] = ()
+    execute_load_channel_map_instances: tuple[ChannelMapLoad, ...] = ()
 
 
 class Step(Generic[I]):

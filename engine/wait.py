@@ -5,8 +5,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from engine.channel import ChannelCondition
 from engine.errors import DefinitionError
 from engine.timer import Timer
+
+#: What a Wait waits on: a Timer, a Channel condition, or another Wait.
+Condition = Timer | ChannelCondition
 
 
 class WaitMode(enum.StrEnum):
@@ -22,10 +26,16 @@ class WaitMode(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Wait:
-    """A wait over conditions: skip, one condition, all of several, or any of several."""
+    """A wait over conditions: skip, one condition, all of several, or any of several.
+
+    When several conditions of an ``any_of`` are ready at once, the winner is chosen in a fixed
+    order: Timers, then Channel conditions (a nested Wait counts as the first kind it holds),
+    argument order within a kind. Only the winner (for ``all_of``, every condition) consumes
+    Channel messages.
+    """
 
     mode: WaitMode
-    conditions: tuple[Timer | Wait, ...] = ()
+    conditions: tuple[Condition | Wait, ...] = ()
 
     @classmethod
     def skip_immediately(cls) -> Wait:
@@ -33,21 +43,28 @@ class Wait:
         return cls(WaitMode.SKIP)
 
     @classmethod
-    def until(cls, condition: Timer | Wait) -> Wait:
+    def until(cls, condition: Condition | Wait) -> Wait:
         """Wait until one condition holds."""
         return cls(WaitMode.ALL, (_check(condition),))
 
     @classmethod
-    def all_of(cls, *conditions: Timer | Wait) -> Wait:
+    def all_of(cls, *conditions: Condition | Wait) -> Wait:
         """Wait until every condition holds."""
         return cls(WaitMode.ALL, tuple(_check(c) for c in conditions))
 
     @classmethod
-    def any_of(cls, *conditions: Timer | Wait) -> Wait:
+    def any_of(cls, *conditions: Condition | Wait) -> Wait:
         """Wait until at least one condition holds."""
         if not conditions:
             raise DefinitionError("Wait.any_of needs at least one condition")
         return cls(WaitMode.ANY, tuple(_check(c) for c in conditions))
+
+    def only_timers(self) -> bool:
+        """Return True when nothing but Timers is waited on (the wait is a due time)."""
+        return all(
+            isinstance(c, Timer) or (isinstance(c, Wait) and c.only_timers())
+            for c in self.conditions
+        )
 
     def delay_seconds(self) -> float:
         """Return how long this wait lasts, in seconds, given that only Timers are waited on."""
@@ -56,11 +73,12 @@ class Wait:
         delays = [
             c.duration.total_seconds() if isinstance(c, Timer) else c.delay_seconds()
             for c in self.conditions
+            if isinstance(c, Timer | Wait)
         ]
         return max(delays) if self.mode == WaitMode.ALL else min(delays)
 
 
-def _check(condition: object) -> Timer | Wait:
-    if not isinstance(condition, Timer | Wait):
+def _check(condition: object) -> Condition | Wait:
+    if not isinstance(condition, Timer | ChannelCondition | Wait):
         raise DefinitionError(f"unsupported wait condition {condition!r}")
     return condition

@@ -16,7 +16,7 @@ from app.schemas import (
     SetAttributesBody,
     SetAttributesResponse,
 )
-from engine import AttributeLock, AttributeMapLoad
+from engine import AttributeLock, AttributeMapLoad, ChannelMapLoad
 
 router = APIRouter(prefix="/api/v1/flows", tags=["RPCs and Attributes"])
 
@@ -52,11 +52,6 @@ async def invoke_rpc(
     """Invoke an RPC of the Flow's current run (or the given run)."""
     body = body or InvokeRpcBody()
     opts = body.options
-    if opts.load_channel_map_instances:
-        raise engine.InvalidArgumentError(
-            "loadChannelMapInstances: this server's Flows declare no ChannelMap",
-            field="loadChannelMapInstances",
-        )
     options = engine.RPCInvokeOptions(
         load_attribute_map_instances=tuple(
             AttributeMapLoad(n, i)
@@ -65,6 +60,10 @@ async def invoke_rpc(
         lock_attribute_map_instances=tuple(
             AttributeLock(n, i)
             for n, i in _split(opts.lock_attribute_map_instances, "lockAttributeMapInstances")
+        ),
+        load_channel_map_instances=tuple(
+            ChannelMapLoad(n, i)
+            for n, i in _split(opts.load_channel_map_instances, "loadChannelMapInstances")
         ),
     )
     output = await eng.invoke_rpc(rpcName, flowId, body.input, run_id=body.run_id, options=options)

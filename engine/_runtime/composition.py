@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from engine._runtime.activity import Activity
 from engine._runtime.attributes import Attributes
+from engine._runtime.channels import ChannelCalls
 from engine._runtime.committer import Committer
 from engine._runtime.flows import FlowQueries, RunWatchers
 from engine._runtime.followers import CommitFollowers
@@ -28,6 +29,7 @@ from engine._runtime.starts import Starter
 from engine._runtime.step_queue import MemoryStepQueue
 from engine._runtime.timeouts import Timeouts
 from engine._runtime.timers import ClockTimers
+from engine._runtime.waits import ChannelWaits
 from engine._storage.blobs import FileBlobStore
 from engine._storage.database import DatabaseSettings, SQLiteDatabase
 from engine._streams import StreamService
@@ -57,9 +59,11 @@ class Services:
     streams: StreamService
     scheduler: Scheduler
     timeouts: Timeouts
+    waits: ChannelWaits
     matches: AttributeMatches
     flows: FlowQueries
     attributes: Attributes
+    channels: ChannelCalls
     starter: Starter
     rpcs: RPCExecutor
     retention: Retention | None
@@ -75,6 +79,7 @@ class Services:
             locks=self.locks,
             scheduler=self.scheduler,
             timeouts=self.timeouts,
+            waits=self.waits,
         )
         self.scheduler.start()
         if self.retention is not None:
@@ -86,6 +91,7 @@ class Services:
         self.clock.detach(self.activity)
         self.streams.close()  # waiting Stream readers return now
         await self.scheduler.close()
+        await self.waits.close()
         await self.timeouts.close()
         await self.timers.stop()
         if self.retention is not None:
@@ -135,11 +141,16 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         activity=activity,
         clock=clock,
     )
+    waits = ChannelWaits(committer=committer, timers=timers, activity=activity, clock=clock)
     matches = AttributeMatches(registry, database, snapshots)
     watchers = RunWatchers()
     notifier.subscribe(
         CommitFollowers(
-            scheduler=scheduler, matches=matches, watchers=watchers, timeouts=timeouts
+            scheduler=scheduler,
+            matches=matches,
+            watchers=watchers,
+            timeouts=timeouts,
+            waits=waits,
         ).on_commit
     )
     activity.add_probe(lambda: f"{n} {STEPS_DUE}" if (n := queue.ready()) else None)
@@ -170,6 +181,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         streams=streams,
         scheduler=scheduler,
         timeouts=timeouts,
+        waits=waits,
         matches=matches,
         flows=FlowQueries(
             registry=registry,
@@ -184,6 +196,13 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             snapshots=snapshots,
             blobs=blobs,
             locks=locks,
+            committer=committer,
+            clock=clock,
+        ),
+        channels=ChannelCalls(
+            registry=registry,
+            database=database,
+            snapshots=snapshots,
             committer=committer,
             clock=clock,
         ),

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from engine import _codec
 from engine._runtime.signals import StepCanceled
-from engine._staging import Staging, StateRef, StreamRef, StreamSender
-from engine._storage.records import LoadPlan
-from engine.errors import AttributeMapNotLoadedError, DefinitionError
+from engine._staging import ChannelRef, Staging, StateRef, StreamRef, StreamSender
+from engine._storage.records import ChannelDeletion, ChannelPublication, LoadPlan
+from engine.channel import ChannelMessage
+from engine.errors import AttributeMapNotLoadedError, ChannelMessagesNotLoadedError, DefinitionError
 from engine.outputs import Heartbeat
 
 if TYPE_CHECKING:
@@ -37,6 +38,10 @@ class InvocationContext(Staging):
         states: Mapping[str, _State[Any]],
         values: Mapping[tuple[str, str], Any],
         plan: LoadPlan,
+        channels: Mapping[str, ChannelRef] | None = None,
+        sizes: Mapping[tuple[str, str], int] | None = None,
+        messages: Mapping[tuple[str, str], tuple[ChannelMessage[Any], ...]] | None = None,
+        consumed: Mapping[tuple[str, str], tuple[Any, ...]] | None = None,
         step_execution_id: str | None = None,
         step_type: str | None = None,
         attempt: int = 1,
@@ -60,6 +65,13 @@ class InvocationContext(Staging):
         self._writes: dict[tuple[str, str], Any] = {}
         self._texts: dict[tuple[str, str], str] = {}
         self._cancel = threading.Event()
+        self._channels = channels or {}
+        # Pending counts of every non-empty queue; messages of the loaded queues, oldest first.
+        self._sizes = sizes or {}
+        self._messages = messages or {}
+        self._consumed = consumed or {}
+        self._publications: list[ChannelPublication] = []
+        self._deletions: dict[tuple[str, str, str], ChannelDeletion] = {}
 
     def __repr__(self) -> str:
         who = self.rpc_name or self.step_type or "handle_timeout"
@@ -156,6 +168,92 @@ class InvocationContext(Staging):
             raise StepCanceled()
         io.check(stream)
         return io
+
+    # -- Channels -------------------------------------------------------------------------------
+
+    def _own_channel(self, channel: ChannelRef) -> None:
+        if self._channels.get(channel.name) is not channel:
+            raise DefinitionError(
+                f"{type(channel).__name__} {channel.name!r} is not declared by Flow "
+                f"{self.flow_type}"
+            )
+
+    def publish(self, channel: ChannelRef, instance: str, value: Any) -> None:
+        """Stage a publication after validating the value against the Channel's type."""
+        if self._cancel.is_set():
+            raise StepCanceled()
+        self._own_channel(channel)
+        what = channel.name if not instance else f"{channel.name}/{instance}"
+        value = _codec.validate(channel.value_type, value, what=what, strict=True)
+        text = _codec.encode(value, channel.value_type)
+        self._publications.append(ChannelPublication(channel.name, instance, text))
+
+    def delete_message(self, channel: ChannelRef, instance: str, message_id: str) -> None:
+        """Stage the deletion of a pending message."""
+        if self._cancel.is_set():
+            raise StepCanceled()
+        self._own_channel(channel)
+        key = (channel.name, instance, message_id)
+        self._deletions.setdefault(key, ChannelDeletion(channel.name, instance, message_id))
+
+    def _deleted(self, channel: str, instance: str) -> set[str]:
+        return {m for (c, i, m) in self._deletions if (c, i) == (channel, instance)}
+
+    def channel_size(self, channel: ChannelRef, instance: str) -> int:
+        """Return the pending count with this handler's publications and deletions applied.
+
+        Without a load a staged deletion is taken to name a pending message; with one, only a
+        deletion of a loaded message counts.
+        """
+        self._own_channel(channel)
+        queue = (channel.name, instance)
+        deleted = self._deleted(*queue)
+        if self._plan.loads_messages(*queue):
+            pending = {m.message_id for m in self._messages.get(queue, ())}
+            deleted &= pending
+        published = sum(1 for p in self._publications if (p.channel, p.instance) == queue)
+        return max(0, self._sizes.get(queue, 0) - len(deleted)) + published
+
+    def pending_messages(self, channel: ChannelRef, instance: str) -> tuple[Any, ...]:
+        """Return the loaded pending messages not deleted by this handler, oldest first.
+
+        Staged publications get their IDs when the handler's result commits, so they are not
+        listed.
+        """
+        self._own_channel(channel)
+        queue = (channel.name, instance)
+        if not self._plan.loads_messages(*queue):
+            what = channel.name if not instance else f"{channel.name}/{instance}"
+            raise ChannelMessagesNotLoadedError(
+                f"the pending messages of {type(channel).__name__} {what!r} were not loaded for "
+                "this invocation; load them with load_channels, load_channel_maps or "
+                "load_channel_map_instances",
+                flow_id=self.flow_id,
+            )
+        deleted = self._deleted(*queue)
+        return tuple(m for m in self._messages.get(queue, ()) if m.message_id not in deleted)
+
+    def channel_instances(self, channel: ChannelRef) -> list[str]:
+        """Return the ChannelMap instance keys whose adjusted size is above zero, sorted."""
+        self._own_channel(channel)
+        keys = {i for (c, i) in self._sizes if c == channel.name}
+        keys |= {p.instance for p in self._publications if p.channel == channel.name}
+        return sorted(k for k in keys if self.channel_size(channel, k) > 0)
+
+    def consumed(self, channel: ChannelRef, instance: str) -> tuple[Any, ...]:
+        """Return the values this Step's winning wait condition consumed from a queue."""
+        self._own_channel(channel)
+        return self._consumed.get((channel.name, instance), ())
+
+    @property
+    def staged_publications(self) -> tuple[ChannelPublication, ...]:
+        """Return the publications staged so far, in order."""
+        return tuple(self._publications)
+
+    @property
+    def staged_deletions(self) -> tuple[ChannelDeletion, ...]:
+        """Return the deletions staged so far, each once."""
+        return tuple(self._deletions.values())
 
     @property
     def staged_writes(self) -> dict[tuple[str, str], Any]:

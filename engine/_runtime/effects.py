@@ -13,10 +13,11 @@ from typing import Any
 
 from engine import _codec
 from engine._ids import new_id, state_key
+from engine._runtime.context import InvocationContext
 from engine._runtime.ports import BlobStore
 from engine._specs import FlowSpec
 from engine._storage.indexes import index_write
-from engine._storage.records import AttributeWrite, QueuedStep
+from engine._storage.records import AttributeWrite, QueuedStep, StagedEffects
 from engine.errors import InvalidStepResultError
 from engine.step import Step, StepMovement
 
@@ -61,6 +62,17 @@ async def encode_writes(
 
         await asyncio.to_thread(apply)
     return tuple(staged)
+
+
+async def stage(blobs: BlobStore, spec: FlowSpec, context: InvocationContext) -> StagedEffects:
+    """Return the Attribute writes and Channel work a handler staged on ``context``."""
+    return StagedEffects(
+        writes=await encode_writes(
+            blobs, spec, context.flow_id, context.staged_writes, context.staged_texts
+        ),
+        channel_deletions=context.staged_deletions,
+        channel_publications=context.staged_publications,
+    )
 
 
 def next_steps(

@@ -1,8 +1,9 @@
 """The commit listener: every follow-up of a commit, in one place.
 
 For each run a commit changed: WaitForAttributeMatch waiters see its writes, ended Step
-executions stop and release their locks, queued ones are handed to the StepQueue, a started
-run's timeout is armed, and a closed run's watchers wake and its timeout is disarmed.
+executions stop and release their locks, queued ones are handed to the StepQueue, durable waits
+that began are watched and those on queues it published to are tried, a started run's timeout
+is armed, and a closed run's watchers wake and its timeout is disarmed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from engine._runtime.flows import RunWatchers
 from engine._runtime.matches import AttributeMatches
 from engine._runtime.scheduler import Scheduler
 from engine._runtime.timeouts import Timeouts
+from engine._runtime.waits import ChannelWaits
 from engine._storage.records import CommitResult
 
 
@@ -24,11 +26,13 @@ class CommitFollowers:
         matches: AttributeMatches,
         watchers: RunWatchers,
         timeouts: Timeouts,
+        waits: ChannelWaits,
     ) -> None:
         self._scheduler = scheduler
         self._matches = matches
         self._watchers = watchers
         self._timeouts = timeouts
+        self._waits = waits
 
     def on_commit(self, result: CommitResult) -> None:
         """Follow up on every run ``result`` changed."""
@@ -37,8 +41,16 @@ class CommitFollowers:
             self._matches.notify(change.run_id, change.writes, closed=closed)
             if change.ended_step_ids:
                 self._scheduler.end(change.flow_id, change.ended_step_ids)
+                for step_id in change.ended_step_ids:
+                    self._waits.forget(step_id)
             for step in change.queued_steps:
+                self._waits.forget(step.id)
                 self._scheduler.requeue(step)
+            for waiting in change.waiting:
+                self._scheduler.park(waiting.step)
+                self._waits.watch(waiting)
+            if change.published:
+                self._waits.published(change.run_id, change.published)
             if change.started and change.timeout_at is not None:
                 self._timeouts.schedule(
                     change.run_id, change.flow_id, change.flow_type, change.timeout_at

@@ -7,7 +7,9 @@ import logging
 from engine._runtime.ports import Database, LockTable
 from engine._runtime.scheduler import Scheduler
 from engine._runtime.timeouts import Timeouts
+from engine._runtime.waits import ChannelWaits
 from engine._storage import reads
+from engine._storage.records import WaitingStep
 from engine.registry import Registry
 
 log = logging.getLogger("dexlite.recovery")
@@ -20,17 +22,20 @@ async def recover(
     locks: LockTable,
     scheduler: Scheduler,
     timeouts: Timeouts,
+    waits: ChannelWaits,
 ) -> int:
-    """Re-arm Flow timeouts and queue every pending Step; return how many Steps resumed.
+    """Re-arm Flow timeouts, queue every pending Step and watch every durable wait again;
+    return how many Steps resumed.
 
-    A queued retry keeps its locks, so it takes them here, before any RPC can.
+    A queued retry keeps its locks, so it takes them here, before any RPC can. A wait is tried
+    at once: messages published while no process ran may already meet it.
     """
     for run in await reads.running_runs(database):
         if run.timeout_at is not None:
             timeouts.schedule(run.run_id, run.flow_id, run.flow_type, run.timeout_at)
     known = set(registry.flow_types)
     count = 0
-    for step in await reads.active_steps(database):
+    for step, spec in await reads.active_steps(database):
         if step.flow_type not in known:
             log.warning(
                 "not resuming Step %s: Flow type %s is not registered", step.id, step.flow_type
@@ -42,8 +47,11 @@ async def recover(
                 "not resuming Step %s: Step type %s is not registered", step.id, step.step_type
             )
             continue
+        count += 1
+        if spec is not None:
+            waits.watch(WaitingStep(step, spec))
+            continue
         if step.keeps_locks:
             locks.hold_for_step(step.flow_id, sspec.plans[step.phase].lock_keys, step.id)
         scheduler.requeue(step)
-        count += 1
     return count

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from engine import _codec
@@ -179,7 +180,7 @@ class RPCExecutor:
                 )
             context = await self._snapshots.context(spec, snapshot, plan.loads, rpc_name=rpc_name)
             result = await self._run_handler(spec, definition, context, value)
-            staged = await self._effects(spec, definition, context, result)
+            staged = await self._effects(spec, definition, context, result, plan.transactional)
             if staged.changes_state() or plan.transactional:
                 await self._committer.commit(
                     commits.commit_rpc(
@@ -200,7 +201,7 @@ class RPCExecutor:
     ) -> RPCPlan:
         if options is None:
             return spec.rpc_plans[definition.name]
-        return rpc_plan_with(definition, spec.states, options)
+        return rpc_plan_with(definition, spec.states, spec.channels, options)
 
     async def _effects(
         self,
@@ -208,8 +209,13 @@ class RPCExecutor:
         definition: RPCDefinition,
         context: InvocationContext,
         result: Any,
+        transactional: bool,
     ) -> StagedEffects:
-        """Validate the handler's output and turn its staged work into effects."""
+        """Validate the handler's output and turn its staged work into effects.
+
+        A transactional RPC's deletions are strict: a message no longer pending fails the RPC
+        with nothing committed.
+        """
         if not isinstance(result, RPCResult):
             result = RPCResult(result)
         output = (
@@ -222,15 +228,15 @@ class RPCExecutor:
             if definition.output_type is not None or result.output is not None
             else None
         )
-        return StagedEffects(
-            writes=await effects.encode_writes(
-                self._blobs, spec, context.flow_id, context.staged_writes, context.staged_texts
-            ),
+        staged = await effects.stage(self._blobs, spec, context)
+        return replace(
+            staged,
             cancel_step_types=effects.step_type_names(spec, result.canceling_steps),
             next_steps=effects.next_steps(
                 spec, run_id=context.run_id, flow_id=context.flow_id, movements=result.next_steps
             ),
             output=output,
+            strict_deletions=transactional,
         )
 
     @staticmethod

@@ -28,11 +28,13 @@ from engine._runtime.ports import BlobStore, LockTable, StepQueue
 from engine._runtime.signals import StepCanceled
 from engine._runtime.snapshots import Snapshots
 from engine._runtime.step_io import StepIO, is_generator_handler, run_generator
+from engine._runtime.waits import wait_spec
 from engine._specs import FlowSpec, StepSpec
 from engine._storage import commits
 from engine._storage.commits import StaleAttemptError, Unit
 from engine._storage.records import (
     EnterExecute,
+    EnterWait,
     Phase,
     QueuedStep,
     StagedEffects,
@@ -130,6 +132,10 @@ class Scheduler:
         if not step.keeps_locks:
             self._locks.release(step.flow_id, step.id)
         self._queue.submit(step)
+
+    def park(self, step: QueuedStep) -> None:
+        """An execution began a durable wait: it holds no locks while it waits."""
+        self._locks.release(step.flow_id, step.id)
 
     def end(self, flow_id: str, step_ids: tuple[str, ...]) -> None:
         """Forget executions that ended: stop their attempts here and release their locks.
@@ -238,6 +244,7 @@ class Scheduler:
             step_type=step.step_type,
             attempt=step.attempt,
             step_io=io,
+            consumed=step.consumed,
         )
         attempt.context = context
         try:
@@ -269,15 +276,17 @@ class Scheduler:
     ) -> StagedEffects | None:
         if not isinstance(wait, Wait):
             raise InvalidStepResultError(f"{step.step_type}.wait_for returned {wait!r}, not a Wait")
+        staged = await effects.stage(self._blobs, spec, context)
+        if not wait.only_timers():
+            spec_json = wait_spec(wait, spec.channels, self._now())
+            waiting = replace(step, phase=Phase.WAITING, attempt=1, due_at=None)
+            return replace(staged, decision=EnterWait(waiting, spec_json))
         delay = wait.delay_seconds()
-        writes = await effects.encode_writes(
-            self._blobs, spec, step.flow_id, context.staged_writes, context.staged_texts
-        )
         due = self._now() + int(delay * 1_000_000) if delay > 0 else None
-        if not writes and due is None:
+        if not staged.changes_state() and due is None:
             return None
         execute = replace(step, phase=Phase.EXECUTE, attempt=1, due_at=due)
-        return StagedEffects(writes=writes, decision=EnterExecute(execute))
+        return replace(staged, decision=EnterExecute(execute))
 
     async def _decision_effects(
         self, step: QueuedStep, spec: FlowSpec, context: InvocationContext, decision: Any
@@ -294,10 +303,9 @@ class Scheduler:
             error_type=decision.error_type,
             error_message=decision.error_message,
         )
-        return StagedEffects(
-            writes=await effects.encode_writes(
-                self._blobs, spec, step.flow_id, context.staged_writes, context.staged_texts
-            ),
+        staged = await effects.stage(self._blobs, spec, context)
+        return replace(
+            staged,
             cancel_step_types=effects.step_type_names(spec, decision.canceling_steps),
             next_steps=effects.next_steps(
                 spec, run_id=step.run_id, flow_id=step.flow_id, movements=decision.movements

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 from engine import _codec
@@ -13,6 +15,7 @@ from engine._runtime.step_io import StepIO
 from engine._specs import FlowSpec
 from engine._storage import reads
 from engine._storage.records import LoadPlan, Snapshot
+from engine.channel import ChannelMessage
 
 
 class Snapshots:
@@ -69,8 +72,12 @@ class Snapshots:
         attempt: int = 1,
         rpc_name: str | None = None,
         step_io: StepIO | None = None,
+        consumed: str | None = None,
     ) -> InvocationContext:
-        """Decode ``snapshot`` into the Context of one invocation that loaded ``plan``."""
+        """Decode ``snapshot`` into the Context of one invocation that loaded ``plan``.
+
+        ``consumed`` is the JSON of what the Step's wait consumed, for ``results(ctx)``.
+        """
         return InvocationContext(
             flow_id=snapshot.run.flow_id,
             run_id=snapshot.run.run_id,
@@ -83,4 +90,43 @@ class Snapshots:
             attempt=attempt,
             rpc_name=rpc_name,
             step_io=step_io,
+            channels=spec.channels,
+            sizes=snapshot.sizes,
+            messages=_messages(spec, snapshot),
+            consumed=_consumed(spec, consumed),
         )
+
+
+def _messages(
+    spec: FlowSpec, snapshot: Snapshot
+) -> dict[tuple[str, str], tuple[ChannelMessage[Any], ...]]:
+    """Decode the loaded pending messages with their Channel's type."""
+    decoded: dict[tuple[str, str], tuple[ChannelMessage[Any], ...]] = {}
+    for (name, instance), stored in snapshot.messages.items():
+        channel = spec.channels.get(name)
+        if channel is None:
+            continue  # a Channel a later version of the Flow no longer declares
+        decoded[(name, instance)] = tuple(
+            ChannelMessage(
+                m.message_id,
+                _codec.decode(channel.value_type, m.value),
+                datetime.fromtimestamp(m.published_at / 1_000_000, UTC),
+            )
+            for m in stored
+        )
+    return decoded
+
+
+def _consumed(spec: FlowSpec, text: str | None) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """Decode what a wait consumed, ``{"name" or "map/instance": [values]}``."""
+    if not text:
+        return {}
+    decoded: dict[tuple[str, str], tuple[Any, ...]] = {}
+    for key, values in json.loads(text).items():
+        name, _, instance = key.partition("/")
+        channel = spec.channels.get(name)
+        if channel is not None:
+            decoded[(name, instance)] = tuple(
+                _codec.decode(channel.value_type, json.dumps(value)) for value in values
+            )
+    return decoded

@@ -17,7 +17,7 @@ from engine._runtime.committer import Committer
 from engine._runtime.ports import BlobStore, TimerHandle, TimerQueue
 from engine._runtime.snapshots import Snapshots
 from engine._storage import commits
-from engine._storage.records import AttributeWrite, RunClose, RunStatus
+from engine._storage.records import RunClose, RunStatus, StagedEffects
 from engine.clock import Clock, to_micros
 from engine.errors import EngineError
 from engine.registry import Registry
@@ -89,7 +89,7 @@ class Timeouts:
 
     async def _time_out(self, run_id: str, flow_id: str, flow_type: str) -> None:
         try:
-            writes = await self._run_handler(run_id, flow_id, flow_type)
+            staged = await self._run_handler(run_id, flow_id, flow_type)
             await self._committer.commit(
                 commits.stop_run(
                     flow_id=flow_id,
@@ -97,38 +97,35 @@ class Timeouts:
                     close=RunClose(RunStatus.TIMED_OUT, error_message="the Flow timed out"),
                     now=to_micros(self._clock.now()),
                     only_if_running=True,
-                    writes=writes,
+                    effects=staged,
                 )
             )
         except Exception:  # the timer task must survive a failed write
             log.exception("could not time out run %s", run_id)
 
-    async def _run_handler(
-        self, run_id: str, flow_id: str, flow_type: str
-    ) -> tuple[AttributeWrite, ...]:
-        """Run the Flow's ``handle_timeout`` on a snapshot; return its staged writes.
+    async def _run_handler(self, run_id: str, flow_id: str, flow_type: str) -> StagedEffects:
+        """Run the Flow's ``handle_timeout`` on a snapshot; return its staged effects (Attribute
+        writes, Channel deletions and publications).
 
-        A handler that raises is logged and the run still times out, without its writes.
+        A handler that raises is logged and the run still times out, without its effects.
         """
         try:
             spec = self._registry.spec(flow_type)
         except EngineError:
-            return ()
+            return StagedEffects()
         handler = spec.timeout_handler
         if handler is None:
-            return ()
+            return StagedEffects()
         snapshot = await self._snapshots.read(flow_id, run_id, spec.timeout_plan)
         if snapshot is None or not snapshot.run.is_running:
-            return ()
+            return StagedEffects()
         context = await self._snapshots.context(spec, snapshot, spec.timeout_plan)
         try:
             if inspect.iscoroutinefunction(handler):
                 await handler(context)
             else:
                 await asyncio.to_thread(handler, context)
-            return await effects.encode_writes(
-                self._blobs, spec, flow_id, context.staged_writes, context.staged_texts
-            )
+            return await effects.stage(self._blobs, spec, context)
         except Exception:  # the timeout still closes the run
             log.exception("handle_timeout of %s %s raised", flow_type, flow_id)
-            return ()
+            return StagedEffects()

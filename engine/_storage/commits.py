@@ -8,17 +8,24 @@ made on state another transaction is about to change.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
-from engine._storage import rows
+from engine._ids import state_key
+from engine._storage import channels, rows, waits
 from engine._storage import tables as t
 from engine._storage.effects import apply_effects
 from engine._storage.records import (
-    AttributeWrite,
+    ChannelDeletion,
+    ChannelPublication,
     CommitResult,
     EnterExecute,
+    EnterWait,
+    Phase,
     QueuedStep,
     RunChange,
     RunClose,
@@ -178,7 +185,7 @@ def commit_rpc(
 def commit_step(*, run_id: str, attempt: int, effects: StagedEffects, now: int) -> Unit:
     """Commit a Step attempt's result (a decision, a final failure or a wait_for's end)."""
     decision = effects.decision
-    assert isinstance(decision, StepClose | EnterExecute)
+    assert isinstance(decision, StepClose | EnterExecute | EnterWait)
 
     def unit(conn: Connection) -> CommitResult:
         run = _current_attempt(conn, run_id, decision.step_id, attempt)
@@ -217,12 +224,12 @@ def stop_run(
     close: RunClose,
     now: int,
     only_if_running: bool = False,
-    writes: tuple[AttributeWrite, ...] = (),
+    effects: StagedEffects | None = None,
 ) -> Unit:
-    """Close the latest (or given) run of ``flow_id``, after applying ``writes`` (a timeout
-    handler's) in the same transaction; the unit's value is the run ID, or None when
-    ``only_if_running`` and the run is no longer open."""
-    staged = StagedEffects(writes=writes, decision=close)
+    """Close the latest (or given) run of ``flow_id``, after applying ``effects`` (a timeout
+    handler's writes and Channel work) in the same transaction; the unit's value is the run
+    ID, or None when ``only_if_running`` and the run is no longer open."""
+    staged = replace(effects or StagedEffects(), decision=close)
 
     def unit(conn: Connection) -> CommitResult:
         if run_id is None:
@@ -264,6 +271,86 @@ def set_attributes(
     return unit
 
 
+# -- Channels ---------------------------------------------------------------------------------
+
+
+def complete_wait(*, step: QueuedStep, now: int) -> Unit:
+    """Complete a Step execution's wait on Channel conditions if it is met now.
+
+    Readiness is decided here, from the queues under the run's lock: the winning conditions'
+    messages are consumed and the execution moves to ``execute`` in this one transaction. The
+    unit's value is True when the wait completed, False when it is not met (nothing changes),
+    None when the execution no longer waits.
+    """
+
+    def unit(conn: Connection) -> CommitResult:
+        run = _open_run(conn, step.run_id)
+        text = None if run is None else channels.waiting_spec(conn, step.id)
+        if run is None or text is None:
+            return CommitResult(value=None)
+        spec = json.loads(text)
+        counts = channels.queue_sizes(conn, run.run_id, waits.queues(spec))
+        taken = waits.plan(spec, counts, now)
+        if taken is None:
+            return CommitResult(value=False)
+        consumed: dict[str, list[Any]] = {}
+        events = []
+        for (channel, instance), count in taken:
+            messages = channels.take_messages(conn, run.run_id, channel, instance, count)
+            key = state_key(channel, instance)
+            consumed.setdefault(key, []).extend(json.loads(value) for _, value in messages)
+            event = {
+                "stepType": step.step_type,
+                "stepExecutionId": step.id,
+                "channel": key,
+                "messageIds": [message_id for message_id, _ in messages],
+            }
+            events.append(("CHANNEL_CONSUMED", event))
+        text = json.dumps(consumed, separators=(",", ":"))
+        execute = replace(step, phase=Phase.EXECUTE, attempt=1, due_at=None, consumed=text)
+        channels.end_wait(conn, execute, text)
+        rows.add_history(conn, run.run_id, events, now)
+        change = RunChange(run.flow_id, run.flow_type, run.run_id, queued_steps=(execute,))
+        return CommitResult((change,), True)
+
+    return unit
+
+
+def publish_message(
+    *, flow_id: str, run_id: str, publication: ChannelPublication, now: int
+) -> Unit:
+    """Publish one message to an open run from outside it; the unit's value is its ID."""
+
+    def unit(conn: Connection) -> CommitResult:
+        run = _open_run(conn, run_id)
+        if run is None:
+            raise FlowNotActiveOrNotFoundError(
+                f"Flow {flow_id} has no active run", flow_id=flow_id, operation="publishToChannel"
+            )
+        change = apply_effects(conn, run, StagedEffects(channel_publications=(publication,)), now)
+        return CommitResult((change,), change.message_ids[0])
+
+    return unit
+
+
+def delete_message(*, flow_id: str, run_id: str, deletion: ChannelDeletion, now: int) -> Unit:
+    """Delete one pending message of an open run from outside it (strict: a message that is
+    no longer pending is CHANNEL_MESSAGE_NOT_FOUND)."""
+
+    def unit(conn: Connection) -> CommitResult:
+        run = _open_run(conn, run_id)
+        if run is None:
+            raise FlowNotActiveOrNotFoundError(
+                f"Flow {flow_id} has no active run",
+                flow_id=flow_id,
+                operation="deleteChannelMessage",
+            )
+        effects = StagedEffects(channel_deletions=(deletion,), strict_deletions=True)
+        return CommitResult((apply_effects(conn, run, effects, now),))
+
+    return unit
+
+
 # -- retention --------------------------------------------------------------------------------
 
 
@@ -288,6 +375,8 @@ def purge_closed_runs(*, before: int, limit: int) -> Unit:
             return CommitResult(value=([], []))
         for table in (
             t.attributes,
+            t.step_waits,
+            t.channel_messages,
             t.step_executions,
             t.history,
             t.search_values,

@@ -7,22 +7,28 @@ last. All of it commits together, or none of it does.
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import Connection
 
+from engine._ids import new_ordered_id, state_key
 from engine._outcomes import OutcomeKind
-from engine._storage import rows
+from engine._storage import channels, rows, waits
 from engine._storage.records import (
     ChannelDeletion,
     ChannelPublication,
     EnterExecute,
+    EnterWait,
     RunChange,
     RunClose,
     RunStatus,
     StagedEffects,
     StepClose,
     StepState,
+    WaitingStep,
 )
 from engine._storage.rows import LockedRun
+from engine.errors import ChannelMessageNotFoundError
 
 
 def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now: int) -> RunChange:
@@ -33,10 +39,14 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
     without a decision (an RPC, a client write) records its event itself.
     """
     decision = effects.decision
-    deciding_step = decision.step_id if isinstance(decision, StepClose | EnterExecute) else None
+    deciding = isinstance(decision, StepClose | EnterExecute | EnterWait)
+    deciding_step = decision.step_id if deciding else None  # type: ignore[union-attr]
+    if effects.strict_deletions:
+        _check_pending(conn, run, effects.channel_deletions)
     rows.apply_writes(conn, run.run_id, effects.writes, now)
-    _delete_channel_messages(conn, run, effects.channel_deletions)
-    _publish_channel_messages(conn, run, effects.channel_publications)
+    _delete_channel_messages(conn, run, effects.channel_deletions, now)
+    publications = effects.channel_publications
+    message_ids = _publish_channel_messages(conn, run, publications, now)
     canceled: tuple[str, ...] = ()
     if effects.cancel_step_types:
         keep = () if deciding_step is None else (deciding_step,)
@@ -47,6 +57,7 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
     rows.add_history(conn, run.run_id, effects.history, now)
     ended = list(canceled)
     queued = list(effects.next_steps)
+    waiting: list[WaitingStep] = []
     closed: RunStatus | None = None
     if isinstance(decision, StepClose):
         ended.append(decision.step_id)
@@ -59,6 +70,18 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
             "stepType": decision.step.step_type,
             "stepExecutionId": decision.step.id,
             "dueAt": decision.step.due_at,
+            "attributes": rows.written_keys(effects.writes),
+        }
+        rows.add_history(conn, run.run_id, [("STEP_WAITING", event)], now)
+    elif isinstance(decision, EnterWait):
+        rows.requeue_step(conn, decision.step)
+        channels.start_wait(conn, decision.step, json.dumps(decision.spec, separators=(",", ":")))
+        waiting.append(WaitingStep(decision.step, decision.spec))
+        event = {
+            "stepType": decision.step.step_type,
+            "stepExecutionId": decision.step.id,
+            "dueAt": None,
+            "channels": sorted(state_key(*queue) for queue in waits.queues(decision.spec)),
             "attributes": rows.written_keys(effects.writes),
         }
         rows.add_history(conn, run.run_id, [("STEP_WAITING", event)], now)
@@ -82,6 +105,11 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
         queued_steps=tuple(queued),
         ended_step_ids=tuple(ended),
         closed_status=closed,
+        published=tuple(
+            dict.fromkeys((p.channel, p.instance) for p in effects.channel_publications)
+        ),
+        message_ids=message_ids,
+        waiting=tuple(waiting),
     )
 
 
@@ -137,16 +165,47 @@ def _close_step(
     )
 
 
-def _delete_channel_messages(
+def _check_pending(
     conn: Connection, run: LockedRun, deletions: tuple[ChannelDeletion, ...]
 ) -> None:
-    # Channels are declared and staged once their issue lands; until then nothing stages these.
-    if deletions:
-        raise NotImplementedError("Channel message deletion arrives with Channels")
+    """Raise ChannelMessageNotFoundError unless every deleted message is still pending."""
+    pending = channels.pending_ids(conn, run.run_id, [d.message_id for d in deletions])
+    for deletion in deletions:
+        if deletion.message_id not in pending:
+            raise ChannelMessageNotFoundError(
+                f"message {deletion.message_id} of Channel "
+                f"{state_key(deletion.channel, deletion.instance)} is no longer pending; "
+                "the transactional RPC committed nothing",
+                flow_id=run.flow_id,
+                field="messageId",
+            )
+
+
+def _delete_channel_messages(
+    conn: Connection, run: LockedRun, deletions: tuple[ChannelDeletion, ...], now: int
+) -> None:
+    """Delete the messages still pending; a missing one is a no-op (checked before if strict)."""
+    events = [
+        ("CHANNEL_MESSAGE_DELETED", {"channel": key, "messageId": d.message_id})
+        for d in deletions
+        if channels.delete_message(conn, run.run_id, d.channel, d.instance, d.message_id)
+        for key in (state_key(d.channel, d.instance),)
+    ]
+    rows.add_history(conn, run.run_id, events, now)
 
 
 def _publish_channel_messages(
-    conn: Connection, run: LockedRun, publications: tuple[ChannelPublication, ...]
-) -> None:
-    if publications:
-        raise NotImplementedError("Channel publication arrives with Channels")
+    conn: Connection, run: LockedRun, publications: tuple[ChannelPublication, ...], now: int
+) -> tuple[str, ...]:
+    """Append the publications, each with a UUIDv7 assigned now, in acceptance order; return
+    their IDs."""
+    if not publications:
+        return ()
+    messages = [(p.channel, p.instance, new_ordered_id(), p.value) for p in publications]
+    channels.insert_messages(conn, run.run_id, messages, now)
+    events = [
+        ("CHANNEL_PUBLISHED", {"channel": state_key(channel, instance), "messageId": message_id})
+        for channel, instance, message_id, _value in messages
+    ]
+    rows.add_history(conn, run.run_id, events, now)
+    return tuple(message_id for _, _, message_id, _ in messages)

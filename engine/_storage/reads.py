@@ -4,6 +4,7 @@ committed state (SQLite and PostgreSQL both give a statement a single snapshot).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
@@ -13,6 +14,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     false,
+    func,
     literal,
     null,
     or_,
@@ -29,6 +31,7 @@ from engine._storage.records import (
     RunStatus,
     Snapshot,
     StepState,
+    StoredMessage,
     StoredValue,
 )
 
@@ -107,19 +110,15 @@ async def load_run(db: Database, flow_id: str, run_id: str | None = None) -> Run
     return _run_from(row) if row is not None else None
 
 
-# Statements are built once per shape (which names, maps and instances) and reused: building
-# a union of selects costs more than running it.
+# Statements are built once per shape (which names, maps, instances and queues) and reused:
+# building a union of selects costs more than running it.
 @lru_cache(maxsize=512)
-def _snapshot_statement(
-    by_run_id: bool,
-    names: tuple[str, ...] | None,
-    maps: tuple[str, ...],
-    exact: tuple[tuple[str, str], ...],
-) -> Any:
+def _snapshot_statement(by_run_id: bool, plan: LoadPlan) -> Any:
     target = _target_run(by_run_id)
     run_cols = [t.runs.c[c] for c in _RUN_COLUMNS]
-    a = t.attributes
+    a, cm = t.attributes, t.channel_messages
     pad = [null().label(c) for c in _RUN_COLUMNS[1:]]
+    no_message = [null().label("seq"), null().label("message_id"), null().label("published_at")]
     run_part = select(
         literal("r").label("kind"),
         *run_cols,
@@ -127,6 +126,8 @@ def _snapshot_statement(
         null().label("instance"),
         null().label("value"),
         false().label("blob"),
+        *no_message,
+        null().label("size"),
     ).where(t.runs.c.run_id == target)
     parts: list[Any] = [run_part]
 
@@ -139,8 +140,11 @@ def _snapshot_statement(
             a.c.instance,
             a.c.value,
             a.c.blob,
+            *no_message,
+            null().label("size"),
         ).where(a.c.run_id == target, condition)
 
+    names, maps, exact = plan.names, plan.whole_maps, plan.instances
     if names is None:
         parts.append(attr_select(a.c.instance == ""))
     elif names:
@@ -153,26 +157,74 @@ def _snapshot_statement(
                 or_(*[and_(a.c.instance == inst, a.c.name == name) for name, inst in exact])
             )
         )
+    if plan.channel_sizes:
+        parts.append(
+            select(
+                literal("s").label("kind"),
+                cm.c.run_id,
+                *pad,
+                cm.c.channel.label("name"),
+                cm.c.instance,
+                null().label("value"),
+                false().label("blob"),
+                *no_message,
+                func.count().label("size"),
+            )
+            .where(cm.c.run_id == target)
+            .group_by(cm.c.run_id, cm.c.channel, cm.c.instance)
+        )
+    queues = [cm.c.channel.in_(plan.channels)] if plan.channels else []
+    queues += [
+        and_(cm.c.channel == name, cm.c.instance == inst) for name, inst in plan.channel_instances
+    ]
+    if queues:
+        parts.append(
+            select(
+                literal("m").label("kind"),
+                cm.c.run_id,
+                *pad,
+                cm.c.channel.label("name"),
+                cm.c.instance,
+                cm.c.value,
+                false().label("blob"),
+                cm.c.seq,
+                cm.c.message_id,
+                cm.c.published_at,
+                null().label("size"),
+            ).where(cm.c.run_id == target, or_(*queues))
+        )
     return union_all(*parts) if len(parts) > 1 else parts[0]
 
 
 async def load_snapshot(
     db: Database, flow_id: str, run_id: str | None, plan: LoadPlan
 ) -> Snapshot | None:
-    """Return a run with the Attribute rows ``plan`` names, read by one statement."""
-    query = _snapshot_statement(run_id is not None, plan.names, plan.whole_maps, plan.instances)
+    """Return a run with the Attribute rows and Channel state ``plan`` names, read by one
+    statement (so from one committed state)."""
+    query = _snapshot_statement(run_id is not None, plan)
     params = {"flow_id": flow_id, "run_id": run_id}
     rows = await db.read(lambda conn: conn.execute(query, params).all())
     run: RunInfo | None = None
     values: dict[tuple[str, str], StoredValue] = {}
+    sizes: dict[tuple[str, str], int] = {}
+    found: list[Any] = []
     for row in rows:
         if row.kind == "r":
             run = _run_from(row)
-        else:
+        elif row.kind == "a":
             values[(row.name, row.instance)] = StoredValue(row.value, bool(row.blob))
+        elif row.kind == "s":
+            sizes[(row.name, row.instance)] = row.size
+        else:
+            found.append(row)
     if run is None:
         return None
-    return Snapshot(run, values)
+    messages: dict[tuple[str, str], list[StoredMessage]] = {}
+    for row in sorted(found, key=lambda r: r.seq):
+        messages.setdefault((row.name, row.instance), []).append(
+            StoredMessage(row.message_id, row.value, row.published_at)
+        )
+    return Snapshot(run, values, sizes, messages)
 
 
 async def completions(db: Database, run_id: str) -> list[tuple[str, str, str | None]]:
@@ -209,9 +261,10 @@ async def running_runs(db: Database) -> list[RunInfo]:
     return [_run_from(r) for r in rows]
 
 
-async def active_steps(db: Database) -> list[QueuedStep]:
-    """Return every active Step of every open run, oldest first (for recovery)."""
-    se, r = t.step_executions, t.runs
+async def active_steps(db: Database) -> list[tuple[QueuedStep, dict[str, Any] | None]]:
+    """Return every active Step of every open run, oldest first (for recovery), each with the
+    spec of its wait when it waits on Channel conditions."""
+    se, r, sw = t.step_executions, t.runs, t.step_waits
     query = (
         select(
             se.c.id,
@@ -223,30 +276,58 @@ async def active_steps(db: Database) -> list[QueuedStep]:
             se.c.phase,
             se.c.attempt,
             se.c.due_at,
+            sw.c.spec,
+            sw.c.consumed,
         )
         .join(r, r.c.run_id == se.c.run_id)
+        .outerjoin(sw, sw.c.step_id == se.c.id)
         .where(se.c.state == StepState.PENDING, r.c.status == RunStatus.RUNNING)
         .order_by(se.c.created_at, se.c.id)
     )
     rows = await db.read(lambda conn: conn.execute(query).all())
-    return [
-        QueuedStep(
+    found: list[tuple[QueuedStep, dict[str, Any] | None]] = []
+    for row in rows:
+        phase = Phase(row.phase)
+        step = QueuedStep(
             id=row.id,
             run_id=row.run_id,
             flow_id=row.flow_id,
             flow_type=row.flow_type,
             step_type=row.step_type,
             input=row.input,
-            phase=Phase(row.phase),
+            phase=phase,
             attempt=row.attempt,
             due_at=row.due_at,
+            consumed=row.consumed,
         )
-        for row in rows
-    ]
+        waiting = phase == Phase.WAITING and row.spec is not None
+        found.append((step, json.loads(row.spec) if waiting else None))
+    return found
+
+
+async def channel_page(
+    db: Database, run_id: str, channel: str, instance: str, after_seq: int, limit: int
+) -> list[tuple[int, StoredMessage]]:
+    """Return up to ``limit`` pending messages of a queue after ``after_seq``, oldest first."""
+    cm = t.channel_messages
+    query = (
+        select(cm.c.seq, cm.c.message_id, cm.c.value, cm.c.published_at)
+        .where(
+            cm.c.run_id == run_id,
+            cm.c.channel == channel,
+            cm.c.instance == instance,
+            cm.c.seq > after_seq,
+        )
+        .order_by(cm.c.seq)
+        .limit(limit)
+    )
+    rows = await db.read(lambda conn: conn.execute(query).all())
+    return [(r.seq, StoredMessage(r.message_id, r.value, r.published_at)) for r in rows]
 
 
 __all__: Sequence[str] = (
     "active_steps",
+    "channel_page",
     "completions",
     "history",
     "load_run",

@@ -8,7 +8,7 @@ times more to build and a commit builds several.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine._outcomes import OutcomeKind
@@ -37,9 +37,10 @@ class StepState(enum.StrEnum):
 
 
 class Phase(enum.StrEnum):
-    """Which method of a Step execution runs next."""
+    """Which method of a Step execution runs next (WAITING: its wait has conditions to meet)."""
 
     WAIT_FOR = "WAIT_FOR"
+    WAITING = "WAITING"
     EXECUTE = "EXECUTE"
 
 
@@ -58,10 +59,20 @@ class LoadPlan:
     names: tuple[str, ...] | None = None
     whole_maps: tuple[str, ...] = ()
     instances: tuple[tuple[str, str], ...] = ()
+    #: Read the pending count of every Channel queue of the run (the Flow declares Channels).
+    channel_sizes: bool = False
+    #: Channels and ChannelMaps whose pending messages are read whole.
+    channels: tuple[str, ...] = ()
+    #: Exact (ChannelMap, instance) queues whose pending messages are read.
+    channel_instances: tuple[tuple[str, str], ...] = ()
 
     def loads_instance(self, name: str, instance: str) -> bool:
         """Return True when the plan reads that AttributeMap instance."""
         return name in self.whole_maps or (name, instance) in self.instances
+
+    def loads_messages(self, name: str, instance: str) -> bool:
+        """Return True when the plan reads the pending messages of that queue."""
+        return name in self.channels or (name, instance) in self.channel_instances
 
 
 @dataclass(frozen=True)
@@ -95,11 +106,26 @@ class StoredValue:
 
 
 @dataclass(frozen=True)
+class StoredMessage:
+    """A pending Channel message as stored: ID, JSON text, publication time (µs)."""
+
+    message_id: str
+    value: str
+    published_at: int
+
+
+@dataclass(frozen=True)
 class Snapshot:
-    """A run plus the Attribute rows one statement read with it."""
+    """A run plus the Attribute rows and Channel state one statement read with it.
+
+    ``sizes`` has the pending count of every non-empty queue (when the plan asked for sizes);
+    ``messages`` the pending messages, oldest first, of each loaded queue that holds some.
+    """
 
     run: RunInfo
     values: dict[tuple[str, str], StoredValue]
+    sizes: dict[tuple[str, str], int] = field(default_factory=dict)
+    messages: dict[tuple[str, str], list[StoredMessage]] = field(default_factory=dict)
 
 
 # -- writes -----------------------------------------------------------------------------------
@@ -165,6 +191,7 @@ class QueuedStep:
     """A pending Step execution waiting for its next attempt, due at ``due_at`` (None: now).
 
     An attempt above 1 is a retry: it keeps the locks of its phase while it waits.
+    ``consumed`` is the JSON of what its wait's winning conditions consumed (for ``execute``).
     """
 
     id: str
@@ -176,6 +203,7 @@ class QueuedStep:
     phase: Phase
     attempt: int = 1
     due_at: int | None = None
+    consumed: str | None = None
 
     @property
     def keeps_locks(self) -> bool:
@@ -223,8 +251,22 @@ class RunClose:
     error_message: str | None = None
 
 
+@dataclass(slots=True)
+class EnterWait:
+    """A ``wait_for`` result with Channel conditions: ``step`` (phase WAITING) waits durably
+    on ``spec``, the condition tree as JSON data with the wait's start time."""
+
+    step: QueuedStep
+    spec: dict[str, Any]
+
+    @property
+    def step_id(self) -> str:
+        """Return the Step execution ID."""
+        return self.step.id
+
+
 #: What comes last in a commit; None for an RPC, whose result is control flow of its caller.
-Decision = StepClose | EnterExecute | RunClose | None
+Decision = StepClose | EnterExecute | EnterWait | RunClose | None
 
 
 @dataclass(slots=True)
@@ -245,6 +287,9 @@ class StagedEffects:
     decision: Decision = None
     output: Any = None
     history: tuple[tuple[str, dict[str, Any]], ...] = ()
+    #: A transactional RPC's deletions must all find their message pending, else nothing
+    #: commits (ChannelMessageNotFoundError); elsewhere a missing message is a no-op.
+    strict_deletions: bool = False
 
     def changes_state(self) -> bool:
         """Return True when committing would change more than history."""
@@ -278,6 +323,14 @@ class StartRequest:
 
 
 @dataclass(slots=True)
+class WaitingStep:
+    """A Step execution in a durable wait: what the runtime watches to complete it."""
+
+    step: QueuedStep
+    spec: dict[str, Any]
+
+
+@dataclass(slots=True)
 class RunChange:
     """What one commit changed in one run: everything the commit's followers act on.
 
@@ -295,6 +348,12 @@ class RunChange:
     started: bool = False
     timeout_at: int | None = None
     closed_status: RunStatus | None = None
+    #: Queues (channel, instance) that received messages: waits on them may now be ready.
+    published: tuple[tuple[str, str], ...] = ()
+    #: The IDs the commit gave its publications, in acceptance order.
+    message_ids: tuple[str, ...] = ()
+    #: Step executions that began a durable wait on Channel conditions.
+    waiting: tuple[WaitingStep, ...] = ()
 
 
 @dataclass(slots=True)

@@ -91,6 +91,47 @@ class StepExecutionRow(SQLModel, table=True):
     error_message: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
+class StepWaitRow(SQLModel, table=True):
+    """The durable wait of a Step execution on Channel conditions (and Timers).
+
+    ``spec`` is the condition tree as JSON, with the wait's start time; ``consumed`` holds, once
+    the wait completed, the values its winning conditions took, for ``results(ctx)``.
+    """
+
+    __tablename__ = "step_waits"
+
+    step_id: str = Field(primary_key=True, foreign_key="step_executions.id")
+    run_id: str = Field(foreign_key="runs.run_id", index=True)
+    spec: str = Field(sa_column=Column(Text, nullable=False))
+    consumed: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+class ChannelMessageRow(SQLModel, table=True):
+    """A pending message of a run's Channel (``instance`` "") or ChannelMap instance.
+
+    ``seq`` orders a queue first in, first out (the order commits accepted publications);
+    ``message_id`` is the UUIDv7 callers see. A consumed or deleted message's row is gone.
+    """
+
+    __tablename__ = "channel_messages"
+    __table_args__ = (Index("ix_channel_messages_queue", "run_id", "channel", "instance", "seq"),)
+
+    # INTEGER PRIMARY KEY on SQLite (the rowid: always above every remaining row), BIGINT
+    # identity elsewhere.
+    seq: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+        ),
+    )
+    message_id: str = Field(sa_column=Column(Text, nullable=False, unique=True))
+    run_id: str = Field(foreign_key="runs.run_id")
+    channel: str
+    instance: str = ""
+    value: str = Field(sa_column=Column(Text, nullable=False))
+    published_at: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
 class HistoryRow(SQLModel, table=True):
     """One event in a run's history, oldest first by ``id``."""
 
@@ -158,6 +199,8 @@ runs = RunRow.__table__  # type: ignore[attr-defined]
 attributes = AttributeRow.__table__  # type: ignore[attr-defined]
 step_executions = StepExecutionRow.__table__  # type: ignore[attr-defined]
 history = HistoryRow.__table__  # type: ignore[attr-defined]
+step_waits = StepWaitRow.__table__  # type: ignore[attr-defined]
+channel_messages = ChannelMessageRow.__table__  # type: ignore[attr-defined]
 search_values = SearchValueRow.__table__  # type: ignore[attr-defined]
 search_keywords = SearchKeywordRow.__table__  # type: ignore[attr-defined]
 search_texts = SearchTextRow.__table__  # type: ignore[attr-defined]

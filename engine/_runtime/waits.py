@@ -1,0 +1,159 @@
+"""Durable waits on Channel conditions: turning a Wait into its spec, and completing it.
+
+A Step whose Wait has Channel conditions is parked here after the commit that records the
+wait. Its wait is tried (a commit unit that decides readiness under the run's lock and
+consumes in the same transaction) when it begins, whenever a commit publishes to one of its
+queues, and at each of its Timers' deadlines. Nothing polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine._runtime.activity import Activity
+from engine._runtime.committer import Committer
+from engine._runtime.ports import TimerHandle, TimerQueue
+from engine._storage import commits, waits
+from engine._storage.records import WaitingStep
+from engine.channel import ChannelCondition, _Channel
+from engine.clock import Clock, to_micros
+from engine.errors import DefinitionError, InvalidStepResultError
+from engine.timer import Timer
+from engine.wait import Wait
+
+log = logging.getLogger("dexlite.waits")
+
+TRIES = "Channel waits being tried"
+
+
+def wait_spec(wait: Wait, channels: Mapping[str, _Channel[Any]], started_at: int) -> dict[str, Any]:
+    """Return the JSON spec of ``wait``, begun at ``started_at`` (µs).
+
+    Raises InvalidStepResultError when a condition names a Channel the Flow does not declare.
+    """
+
+    def node(condition: Any) -> dict[str, Any]:
+        if isinstance(condition, Timer):
+            return {"timer": to_micros(condition.duration.total_seconds())}
+        if isinstance(condition, ChannelCondition):
+            channel = condition.channel
+            if channels.get(channel.name) is not channel:
+                raise InvalidStepResultError(
+                    f"the wait condition on {channel!r} names a Channel this Flow does not declare"
+                )
+            if channel.is_map != bool(condition.instance):
+                raise DefinitionError(f"a condition on {channel!r} needs an instance key")
+            return {
+                "channel": channel.name,
+                "instance": condition.instance,
+                "atLeast": condition.at_least,
+                "atMost": condition.at_most,
+            }
+        assert isinstance(condition, Wait)
+        return {"mode": condition.mode.value, "conditions": [node(c) for c in condition.conditions]}
+
+    return {"startedAt": started_at, "root": node(wait)}
+
+
+@dataclass(eq=False)
+class _Watched:
+    waiting: WaitingStep
+    queues: set[tuple[str, str]]
+    timers: list[TimerHandle] = field(default_factory=list)
+
+
+class ChannelWaits:
+    """The Step executions of this process waiting on Channel conditions."""
+
+    def __init__(
+        self, *, committer: Committer, timers: TimerQueue, activity: Activity, clock: Clock
+    ) -> None:
+        self._committer = committer
+        self._timers = timers
+        self._activity = activity
+        self._clock = clock
+        self._watched: dict[str, _Watched] = {}
+        self._by_queue: dict[tuple[str, str, str], set[str]] = {}
+        self._trying: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+
+    def watch(self, waiting: WaitingStep) -> None:
+        """Watch a Step execution that began (or, after a restart, still has) a durable wait;
+        try it at once, since its messages may already be there."""
+        step_id = waiting.step.id
+        self.forget(step_id)
+        watched = _Watched(waiting, waits.queues(waiting.spec))
+        self._watched[step_id] = watched
+        for channel, instance in watched.queues:
+            self._by_queue.setdefault((waiting.step.run_id, channel, instance), set()).add(step_id)
+        now = to_micros(self._clock.now())
+        for deadline in waits.deadlines(waiting.spec):
+            if deadline > now:
+                handle = self._timers.call_at(deadline / 1_000_000, lambda: self._try(step_id))
+                watched.timers.append(handle)
+        self._try(step_id)
+
+    def published(self, run_id: str, queues: Iterable[tuple[str, str]]) -> None:
+        """Try the waits on queues a commit just published to."""
+        for channel, instance in queues:
+            for step_id in list(self._by_queue.get((run_id, channel, instance), ())):
+                self._try(step_id)
+
+    def forget(self, step_id: str) -> None:
+        """Stop watching an execution whose wait completed, or which ended."""
+        watched = self._watched.pop(step_id, None)
+        if watched is None:
+            return
+        for handle in watched.timers:
+            handle.cancel()
+        run_id = watched.waiting.step.run_id
+        for channel, instance in watched.queues:
+            ids = self._by_queue.get((run_id, channel, instance))
+            if ids is not None:
+                ids.discard(step_id)
+                if not ids:
+                    del self._by_queue[(run_id, channel, instance)]
+
+    async def close(self) -> None:
+        """Stop trying waits; they are tried again on the next start."""
+        for step_id in list(self._watched):
+            self.forget(step_id)
+        tasks = list(self._trying.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    def _try(self, step_id: str) -> None:
+        if step_id not in self._watched:
+            return
+        if step_id in self._trying:
+            self._again.add(step_id)  # a commit published while the last try was under way
+            return
+        self._activity.enter(TRIES)
+        task = asyncio.get_running_loop().create_task(self._tries(step_id))
+        self._trying[step_id] = task
+
+    async def _tries(self, step_id: str) -> None:
+        try:
+            while (watched := self._watched.get(step_id)) is not None:
+                self._again.discard(step_id)
+                unit = commits.complete_wait(
+                    step=watched.waiting.step, now=to_micros(self._clock.now())
+                )
+                result = await self._committer.commit(unit)
+                if result.value is None:
+                    self.forget(step_id)  # it ended or was canceled meanwhile
+                if step_id not in self._again:
+                    return
+        except Exception:  # a failed try must not stop others; the next publish tries again
+            log.exception("could not try the wait of Step %s", step_id)
+        finally:
+            self._trying.pop(step_id, None)
+            self._activity.leave(TRIES)

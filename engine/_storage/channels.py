@@ -1,0 +1,136 @@
+"""Row-level pieces of Channel state: pending messages, and Step executions' durable waits.
+
+Like ``rows``, these run inside the transaction of the unit that calls them and never commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+
+from engine._storage import tables as t
+from engine._storage.records import Phase, QueuedStep, StepState
+from engine._storage.rows import requeue_step
+
+_se = t.step_executions
+
+
+_cm = t.channel_messages
+_INSERT_MESSAGES = insert(_cm)
+_DELETE_MESSAGE = delete(_cm).where(
+    _cm.c.run_id == bindparam("r"),
+    _cm.c.channel == bindparam("c"),
+    _cm.c.instance == bindparam("i"),
+    _cm.c.message_id == bindparam("m"),
+)
+_PENDING_IDS = select(_cm.c.message_id).where(
+    _cm.c.run_id == bindparam("run_id"),
+    _cm.c.message_id.in_(bindparam("ids", expanding=True)),
+)
+_QUEUE_SIZE = (
+    select(func.count())
+    .select_from(_cm)
+    .where(
+        _cm.c.run_id == bindparam("r"),
+        _cm.c.channel == bindparam("c"),
+        _cm.c.instance == bindparam("i"),
+    )
+)
+_OLDEST = (
+    select(_cm.c.seq, _cm.c.message_id, _cm.c.value)
+    .where(
+        _cm.c.run_id == bindparam("r"),
+        _cm.c.channel == bindparam("c"),
+        _cm.c.instance == bindparam("i"),
+    )
+    .order_by(_cm.c.seq)
+    .limit(bindparam("n"))
+)
+_DELETE_SEQS = delete(_cm).where(_cm.c.seq.in_(bindparam("seqs", expanding=True)))
+_sw = t.step_waits
+_INSERT_WAIT = insert(_sw)
+_DELETE_WAIT = delete(_sw).where(_sw.c.step_id == bindparam("step_id"))
+_WAIT_SPEC = select(_sw.c.spec).where(_sw.c.step_id == bindparam("step_id"))
+_SET_CONSUMED = (
+    update(_sw).where(_sw.c.step_id == bindparam("b_id")).values(consumed=bindparam("b_consumed"))
+)
+_STEP_PHASE = select(_se.c.state, _se.c.phase).where(_se.c.id == bindparam("step_id"))
+
+
+def insert_messages(
+    conn: Connection, run_id: str, messages: Iterable[tuple[str, str, str, str]], now: int
+) -> None:
+    """Append messages ``(channel, instance, message ID, JSON value)`` to their queues."""
+    rows = [
+        {
+            "message_id": message_id,
+            "run_id": run_id,
+            "channel": channel,
+            "instance": instance,
+            "value": value,
+            "published_at": now,
+        }
+        for channel, instance, message_id, value in messages
+    ]
+    if rows:
+        conn.execute(_INSERT_MESSAGES, rows)
+
+
+def pending_ids(conn: Connection, run_id: str, message_ids: Iterable[str]) -> set[str]:
+    """Return which of ``message_ids`` are pending messages of the run."""
+    ids = list(message_ids)
+    if not ids:
+        return set()
+    return set(conn.execute(_PENDING_IDS, {"run_id": run_id, "ids": ids}).scalars())
+
+
+def delete_message(
+    conn: Connection, run_id: str, channel: str, instance: str, message_id: str
+) -> bool:
+    """Delete a pending message; return False when it was not pending."""
+    params = {"r": run_id, "c": channel, "i": instance, "m": message_id}
+    return bool(conn.execute(_DELETE_MESSAGE, params).rowcount)
+
+
+def queue_sizes(conn: Connection, run_id: str, queues: Iterable[tuple[str, str]]) -> dict[Any, int]:
+    """Return the pending count of each queue (channel, instance)."""
+    return {
+        (channel, instance): conn.execute(
+            _QUEUE_SIZE, {"r": run_id, "c": channel, "i": instance}
+        ).scalar_one()
+        for channel, instance in queues
+    }
+
+
+def take_messages(
+    conn: Connection, run_id: str, channel: str, instance: str, count: int
+) -> list[tuple[str, str]]:
+    """Remove the ``count`` oldest messages of a queue; return their (ID, JSON value)."""
+    params = {"r": run_id, "c": channel, "i": instance, "n": count}
+    found = conn.execute(_OLDEST, params).all()
+    if found:
+        conn.execute(_DELETE_SEQS, {"seqs": [row.seq for row in found]})
+    return [(row.message_id, row.value) for row in found]
+
+
+def start_wait(conn: Connection, step: QueuedStep, spec: str) -> None:
+    """Record a Step execution's durable wait (replacing one a failed attempt left)."""
+    conn.execute(_DELETE_WAIT, {"step_id": step.id})
+    conn.execute(_INSERT_WAIT, {"step_id": step.id, "run_id": step.run_id, "spec": spec})
+
+
+def waiting_spec(conn: Connection, step_id: str) -> str | None:
+    """Return the wait spec of a Step execution still waiting, or None."""
+    row = conn.execute(_STEP_PHASE, {"step_id": step_id}).first()
+    if row is None or row.state != StepState.PENDING or row.phase != Phase.WAITING:
+        return None
+    spec: str | None = conn.execute(_WAIT_SPEC, {"step_id": step_id}).scalar()
+    return spec
+
+
+def end_wait(conn: Connection, step: QueuedStep, consumed: str) -> None:
+    """Record what a completed wait consumed and move the execution to ``execute``."""
+    conn.execute(_SET_CONSUMED, {"b_id": step.id, "b_consumed": consumed})
+    requeue_step(conn, step)

@@ -1,0 +1,133 @@
+"""Durable waits on Channel conditions: the condition tree as JSON data, and when it is met.
+
+A Step whose ``wait_for`` waits on Channels stores its Wait as a tree (see ``spec``) with the
+wait's start time. Whether it is met is decided from the queues' pending counts and the time
+alone, inside the commit that consumes the messages, so the decision and the consumption are
+one transaction.
+
+Nodes: ``{"mode": "ALL" | "ANY" | "SKIP", "conditions": [...]}``, ``{"timer": µs}`` and
+``{"channel": name, "instance": key, "atLeast": n, "atMost": m | null}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Queue = tuple[str, str]
+Take = list[tuple[Queue, int]]
+
+#: Order of kinds when several conditions of an ANY are ready at once (SubFlows come third).
+_TIMER, _CHANNEL = 0, 1
+
+
+def queues(spec: dict[str, Any]) -> set[Queue]:
+    """Return every queue (channel, instance) the wait has a condition on."""
+    found: set[Queue] = set()
+
+    def walk(node: dict[str, Any]) -> None:
+        if "channel" in node:
+            found.add((node["channel"], node["instance"]))
+        for child in node.get("conditions", ()):
+            walk(child)
+
+    walk(spec["root"])
+    return found
+
+
+def deadlines(spec: dict[str, Any]) -> list[int]:
+    """Return the times (µs) at which a Timer of the wait becomes ready, earliest first."""
+    found: list[int] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if "timer" in node:
+            found.append(spec["startedAt"] + node["timer"])
+        for child in node.get("conditions", ()):
+            walk(child)
+
+    walk(spec["root"])
+    return sorted(found)
+
+
+def plan(spec: dict[str, Any], counts: dict[Queue, int], now: int) -> Take | None:
+    """Return how many messages each queue gives up if the wait is met at ``now``, else None.
+
+    ``counts`` are the pending counts of the wait's queues. An ANY takes its winner only:
+    among the ready conditions, Timers before Channels, then argument order. An ALL takes from
+    every condition; conditions on one queue first reserve their lower bounds, then take what
+    more they may in argument order.
+    """
+    available = dict(counts)
+    taken = _ready(spec["root"], available, now, spec["startedAt"])
+    if taken is None:
+        return None
+    merged: dict[Queue, int] = {}
+    for queue, count in taken:
+        merged[queue] = merged.get(queue, 0) + count
+    return [(queue, count) for queue, count in merged.items() if count]
+
+
+def _ready(
+    node: dict[str, Any], available: dict[Queue, int], now: int, started: int
+) -> Take | None:
+    """Return what ``node`` takes when it is met, taking it from ``available``; else None."""
+    if "timer" in node:
+        return [] if now >= started + node["timer"] else None
+    if "channel" in node:
+        queue = (node["channel"], node["instance"])
+        pending = available.get(queue, 0)
+        if pending < node["atLeast"]:
+            return None
+        take = pending if node["atMost"] is None else min(pending, node["atMost"])
+        available[queue] = pending - take
+        return [(queue, take)]
+    conditions: list[dict[str, Any]] = node.get("conditions", [])
+    if node["mode"] == "SKIP" or not conditions:
+        return []
+    if node["mode"] == "ALL":
+        return _all(conditions, available, now, started)
+    for index in sorted(range(len(conditions)), key=lambda i: (_rank(conditions[i]), i)):
+        trial = dict(available)
+        taken = _ready(conditions[index], trial, now, started)
+        if taken is not None:
+            available.update(trial)
+            return taken
+    return None
+
+
+def _all(
+    conditions: list[dict[str, Any]], available: dict[Queue, int], now: int, started: int
+) -> Take | None:
+    trial = dict(available)
+    taken: list[list[Any]] = []
+    channels: list[tuple[int, dict[str, Any]]] = []
+    for node in conditions:
+        if "channel" in node:
+            queue = (node["channel"], node["instance"])
+            if trial.get(queue, 0) < node["atLeast"]:
+                return None
+            trial[queue] = trial.get(queue, 0) - node["atLeast"]
+            taken.append([queue, node["atLeast"]])
+            channels.append((len(taken) - 1, node))
+            continue
+        nested = _ready(node, trial, now, started)
+        if nested is None:
+            return None
+        taken.extend([queue, count] for queue, count in nested)
+    for position, node in channels:
+        queue = taken[position][0]
+        room = trial[queue]
+        if node["atMost"] is not None:
+            room = min(room, node["atMost"] - taken[position][1])
+        taken[position][1] += room
+        trial[queue] -= room
+    available.update(trial)
+    return [(queue, count) for queue, count in taken]
+
+
+def _rank(node: dict[str, Any]) -> int:
+    if "timer" in node:
+        return _TIMER
+    if "channel" in node:
+        return _CHANNEL
+    children = node.get("conditions", [])
+    return min((_rank(child) for child in children), default=_TIMER)
