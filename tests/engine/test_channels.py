@@ -726,3 +726,49 @@ async def test_an_rpc_publishing_a_value_of_the_wrong_type_fails_naming_the_chan
         with pytest.raises(InvalidArgumentError, match="numbers"):
             await eng.invoke_rpc(flow.bad, "typed")
         assert [c.size for c in await eng.list_channels("typed")] == [0]
+
+
+class Ask(Step[None]):
+    def wait_for(self, context: Context, input: None) -> Wait:
+        self.flow.questions.publish(context, "ready?")
+        return Wait.until(self.flow.answers.for_one())
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return graceful_complete(list(self.flow.answers.results(context)))
+
+
+class AskFlow(Flow[None]):
+    questions = Channel("questions", str)
+    answers = Channel("answers", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Ask())
+
+    @rpc(load_channels=(questions,))
+    def shuffle(self, context: Context) -> list[int]:
+        sizes = [self.questions.size(context)]
+        [question] = self.questions.pending_messages(context)
+        self.questions.delete(context, question.message_id)
+        sizes.append(self.questions.size(context))
+        self.questions.publish(context, "again?")
+        self.questions.publish(context, "still?")
+        sizes.append(self.questions.size(context))
+        return sizes
+
+
+async def test_wait_for_publishes_with_its_wait_and_sizes_follow_staged_work(
+    engine_config: EngineConfig,
+) -> None:
+    flow = AskFlow()
+    async with running_engine([flow], engine_config) as eng:
+        await eng.start_flow(AskFlow, "ask")
+        await settle(eng)
+        pending = await eng.list_channel_messages("ask", AskFlow.questions)
+        assert [m.value for m in pending.messages] == ["ready?"]  # committed with the wait
+        assert await eng.invoke_rpc(flow.shuffle, "ask") == [1, 0, 2]
+        after = await eng.list_channel_messages("ask", AskFlow.questions)
+        assert [m.value for m in after.messages] == ["again?", "still?"]
+        await eng.publish_to_channel("ask", AskFlow.answers, "yes")
+        await settle(eng)
+        result = await eng.wait_for_flow("ask")
+    assert (result.status, result.completions[0].output) == ("COMPLETED", ["yes"])
