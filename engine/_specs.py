@@ -11,7 +11,7 @@ import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from engine._loads import (
     PhasePlan,
@@ -33,8 +33,9 @@ from engine.channel import _Channel
 from engine.errors import DefinitionError, RPCNotFoundError
 from engine.flow import Flow, FlowTimeoutHandlerOptions, RPCResult
 from engine.step import Step, StepList, StepOptions
-from engine.stream import Stream, collect_streams
+from engine.stream import Stream
 
+D = TypeVar("D")
 _HARD_DELETE_REFUSED = (int, float, bool)
 _INDEX_VALUE_TYPES: dict[IndexType, tuple[Any, ...]] = {
     IndexType.KEYWORD: (str,),
@@ -123,8 +124,8 @@ def build_flow_spec(flow: Flow[Any], keys: IndexKeys) -> FlowSpec:
         raise DefinitionError(f"Registry takes Flow instances, got {flow!r}")
     flow_type = type(flow).flow_type()
     states = _collect_states(flow, flow_type)
-    streams = collect_streams(flow, flow_type, states)
-    channels = _collect_channels(flow, flow_type, {*states, *streams})
+    streams = _collect(flow, flow_type, Stream, set(states))
+    channels: dict[str, _Channel[Any]] = _collect(flow, flow_type, _Channel, {*states, *streams})
     _check_indexes(flow_type, states, keys)
     step_list = flow.get_steps()
     if not isinstance(step_list, StepList):
@@ -202,7 +203,7 @@ def _collect_states(flow: Flow[Any], flow_type: str) -> dict[str, _State[Any]]:
                 found.append(value)
     for value in flow.get_persistence_schema():
         if isinstance(value, Stream | _Channel):
-            continue  # collected by collect_streams and _collect_channels
+            continue  # collected by _collect
         if not isinstance(value, _State):
             raise DefinitionError(
                 f"{flow_type}.get_persistence_schema() returned {value!r}, not state"
@@ -229,25 +230,26 @@ def _collect_states(flow: Flow[Any], flow_type: str) -> dict[str, _State[Any]]:
     return states
 
 
-def _collect_channels(flow: Flow[Any], flow_type: str, taken: set[str]) -> dict[str, _Channel[Any]]:
-    """Return the Channels and ChannelMaps of ``flow``: class attributes and
-    ``get_persistence_schema()``; names are unique among all of the Flow's state."""
-    found: list[_Channel[Any]] = []
+def _collect(flow: Flow[Any], flow_type: str, kind: type[D], taken: set[str]) -> dict[str, D]:
+    """Return the declarations of ``kind`` (Streams, Channels) of ``flow``: class attributes
+    and ``get_persistence_schema()``; names are unique among all of the Flow's state."""
+    found: list[D] = []
     seen: set[int] = set()
     candidates: list[Any] = [
         value for klass in reversed(type(flow).__mro__) for value in vars(klass).values()
     ]
     candidates.extend(flow.get_persistence_schema())
     for value in candidates:
-        if isinstance(value, _Channel) and id(value) not in seen:
+        if isinstance(value, kind) and id(value) not in seen:
             seen.add(id(value))
             found.append(value)
-    channels: dict[str, _Channel[Any]] = {}
-    for channel in found:
-        if channel.name in channels or channel.name in taken:
-            raise DefinitionError(f"{flow_type}: state name {channel.name!r} is declared twice")
-        channels[channel.name] = channel
-    return channels
+    declared: dict[str, D] = {}
+    for item in found:
+        name: str = item.name  # type: ignore[attr-defined]
+        if name in declared or name in taken:
+            raise DefinitionError(f"{flow_type}: state name {name!r} is declared twice")
+        declared[name] = item
+    return declared
 
 
 def _check_indexes(flow_type: str, states: dict[str, _State[Any]], keys: IndexKeys) -> None:

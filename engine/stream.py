@@ -8,7 +8,6 @@ result, so a later failure of the Step does not take it back.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -21,7 +20,6 @@ from engine.outputs import StepOutput, StreamWrite
 
 if TYPE_CHECKING:
     from engine.context import Context
-    from engine.flow import Flow
 
 T = TypeVar("T")
 
@@ -253,28 +251,3 @@ class BufferedTextWriter:
                 self.flush()
         finally:
             self._closed = True
-
-
-def collect_streams(
-    flow: Flow[Any], flow_type: str, taken: Collection[str]
-) -> dict[str, Stream[Any]]:
-    """Return the Streams of ``flow``: class attributes and ``get_persistence_schema()``.
-
-    Names are unique per Flow, also against its Attributes and AttributeMaps (``taken``).
-    """
-    found: list[Stream[Any]] = []
-    seen: set[int] = set()
-    candidates: list[Any] = [
-        value for klass in reversed(type(flow).__mro__) for value in vars(klass).values()
-    ]
-    candidates.extend(flow.get_persistence_schema())
-    for value in candidates:
-        if isinstance(value, Stream) and id(value) not in seen:
-            seen.add(id(value))
-            found.append(value)
-    streams: dict[str, Stream[Any]] = {}
-    for stream in found:
-        if stream.name in streams or stream.name in taken:
-            raise DefinitionError(f"{flow_type}: state name {stream.name!r} is declared twice")
-        streams[stream.name] = stream
-    return streams
