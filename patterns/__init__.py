@@ -9,6 +9,8 @@ from fastapi import APIRouter
 from engine import Flow
 from patterns.primitives.attribute import flow as attribute
 from patterns.primitives.attribute import routes as attribute_routes
+from patterns.primitives.channel import flow as channel
+from patterns.primitives.channel import routes as channel_routes
 from patterns.primitives.client_apis import flow as shipment
 from patterns.primitives.client_apis import routes as shipment_routes
 from patterns.primitives.rpc import flow as counter
@@ -32,6 +34,7 @@ def bundled_flows() -> list[Flow[Any]]:
         shipment.ShipmentFlow(),
         progress.ProgressFlow(),
         report.ReportFlow(),
+        channel.ChannelFlow(),
         timer.TimerFlow(),
     ]
 
@@ -45,5 +48,6 @@ def bundled_routers() -> list[APIRouter]:
         shipment_routes.router,
         progress_routes.router,
         report_routes.router,
+        channel_routes.router,
         timer_routes.router,
     ]

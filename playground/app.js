@@ -6,7 +6,8 @@
 //   {version: 1, examples: [Example, ...]}
 //   Example  {id, kind: "pattern" | "primitive", title, description,
 //             flow: {flowIdParam, defaultFlowId, attributes: ["Name" or "Map/instance", ...],
-//                    streams?: [{flowType, name}, ...]},
+//                    streams?: [{flowType, name}, ...], channels?: true | ["name", ...],
+//                    messageIdParam?},
 //             routes: [Route, ...]}
 //   Route    {id, title, method, path, description, params: [Param, ...],
 //             nextPage?: {responseField, param}}
@@ -16,8 +17,13 @@
 // param whose value is the Flow the state panel follows; `flow.attributes` lists the names it
 // reads (empty: every plain Attribute). `flow.streams` names the Streams of that Flow the panel
 // follows live in its "Live stream" box, through GET /api/v1/streams/{flowType}/{flowId}/{name}/
-// events (Server-Sent Events), from the oldest retained message on. `nextPage` says which
-// response field holds the next page token and which param it fills.
+// events (Server-Sent Events), from the oldest retained message on. `flow.channels` makes the
+// panel's "Channels" box show the Flow's queues: their sizes (GET /api/v1/flows/{flowId}/
+// channels) and pending messages, oldest first (GET .../channels/{name}/messages); `true` shows
+// every Channel and non-empty ChannelMap instance, a list only those Channel or ChannelMap
+// names, in its order. `flow.messageIdParam` names the param that a pending message's "Use ID"
+// button fills, on the routes that have it. `nextPage` says which response field holds the next
+// page token and which param it fills.
 
 const $ = (id) => document.getElementById(id);
 
@@ -26,6 +32,8 @@ const $ = (id) => document.getElementById(id);
 const HISTORY_PAGE_SIZE = 1000;
 const HISTORY_MAX_PAGES = 10;
 const HISTORY_SHOWN = 50;
+// A queue can outgrow any page too: the Channels box shows its oldest pending messages only.
+const CHANNEL_MESSAGES_SHOWN = 20;
 // A Stream can outgrow any page: the live box keeps the newest messages only.
 const STREAM_SHOWN = 200;
 // Retry a refused or broken follow after this long, doubling up to the maximum.
@@ -408,6 +416,9 @@ async function refreshState() {
   const flowId = currentFlowId();
   $("state-flow-id").textContent = flowId || "—";
   followStreams(flowId);
+  const wantsChannels = Boolean(flowId && state.example.flow.channels);
+  $("channels-box").hidden = !wantsChannels;
+  if (!wantsChannels) $("channels").replaceChildren();
   if (!flowId) {
     // An example without a Flow must not keep showing the previous example's state.
     $("attributes-note").textContent = "This example names no Flow.";
@@ -418,11 +429,13 @@ async function refreshState() {
   }
   const names = new URLSearchParams();
   for (const name of state.example.flow.attributes ?? []) names.append("name", name);
-  const [attrs, history] = await Promise.all([
+  const [attrs, history, channels] = await Promise.all([
     getJSON(`/api/v1/flows/${encodeURIComponent(flowId)}/attributes?${names}`),
     loadHistory(flowId),
+    wantsChannels ? loadChannels(flowId, state.example.flow.channels) : null,
   ]);
   if (seq !== state.refreshSeq) return;
+  if (channels) renderChannels(channels);
 
   // Unset Attributes are absent from values, so an empty object needs saying in words.
   const empty = attrs.ok && !Object.keys(attrs.data.values ?? {}).length;
@@ -451,6 +464,82 @@ async function refreshState() {
       item.append(el("code", { class: "ev-details" }, JSON.stringify(ev.details)));
     }
     list.append(item);
+  }
+}
+
+// ---------- Channels ----------
+
+// Read the queues the catalog asks for, then the pending messages of every non-empty one. Sizes
+// and messages are separate reads, so a message may move in between: the box says what it saw.
+async function loadChannels(flowId, wanted) {
+  const enc = encodeURIComponent;
+  const base = `/api/v1/flows/${enc(flowId)}/channels`;
+  const listed = await getJSON(base);
+  if (!listed.ok) return { ...listed, queues: [] };
+  let queues = listed.data.channels ?? [];
+  if (Array.isArray(wanted)) {
+    queues = wanted.flatMap((name) => queues.filter((q) => q.name === name));
+  }
+  await Promise.all(queues.map(async (queue) => {
+    queue.messages = [];
+    if (!queue.size) return;
+    const qs = new URLSearchParams({ pageSize: String(CHANNEL_MESSAGES_SHOWN) });
+    if (queue.instance) qs.set("instance", queue.instance);
+    const page = await getJSON(`${base}/${enc(queue.name)}/messages?${qs}`);
+    if (page.ok) queue.messages = page.data.messages ?? [];
+    else queue.problem = problemNote(page);
+  }));
+  return { ok: true, queues };
+}
+
+function renderChannels(result) {
+  const root = $("channels");
+  root.replaceChildren();
+  if (!result.ok) {
+    $("channels-note").textContent = problemNote(result);
+    return;
+  }
+  const pending = result.queues.reduce((sum, queue) => sum + queue.size, 0);
+  $("channels-note").textContent = !result.queues.length ? "This Flow has no such Channel."
+    : `${pending} pending message${pending === 1 ? "" : "s"}.`;
+  const { example, route } = state;
+  const idParam = example.flow.messageIdParam;
+  // A "Use ID" button only where the selected route takes a message ID.
+  const takesId = Boolean(idParam) && (route.params ?? []).some((p) => p.name === idParam);
+  for (const queue of result.queues) {
+    const label = queue.instance ? `${queue.name}/${queue.instance}` : queue.name;
+    const size = el("span", { class: "channel-size" }, `${queue.size} pending`);
+    const node = el("div", { class: "channel", "data-channel": label },
+      el("p", { class: "channel-head" }, el("code", {}, label), " ", size));
+    const list = el("ol", { class: "channel-messages", "aria-label": `Pending messages of ${label}` });
+    for (const message of queue.messages) {
+      const value = typeof message.value === "string" ? message.value
+        : JSON.stringify(message.value);
+      const item = el("li", { class: "channel-message", "data-message-id": message.messageId },
+        el("span", { class: "cm-value" }, value ?? ""));
+      if (takesId) {
+        const use = el("button", { type: "button", class: "small cm-use",
+                                   "aria-label": `Use message ID ${message.messageId}` }, "Use ID");
+        use.addEventListener("click", () => {
+          setParam(idParam, message.messageId);
+          $(`param-${idParam}`)?.focus();
+        });
+        item.append(use);
+      }
+      item.append(el("span", { class: "cm-meta" },
+        el("code", { class: "cm-id", title: "message ID" }, message.messageId),
+        el("time", { datetime: message.publishedAt, title: message.publishedAt },
+           timeOf(message.publishedAt))));
+      list.append(item);
+    }
+    if (queue.messages.length) node.append(list);
+    const shown = queue.messages.length;
+    let note = "";
+    if (queue.problem) note = queue.problem;
+    else if (!queue.size) note = "No pending message.";
+    else if (shown < queue.size) note = `Showing the oldest ${shown} of ${queue.size}.`;
+    if (note) node.append(el("p", { class: "muted small-text" }, note));
+    root.append(node);
   }
 }
 
