@@ -275,6 +275,7 @@ class ChannelsResponse(Wire):
     """Every Channel and non-empty ChannelMap instance of the current (or latest) run."""
 
     flow_id: str
+    run_id: str
     channels: list[ChannelInfoResponse]
 
 

@@ -9,6 +9,7 @@ read only when the handler's options load them, while sizes are always there.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -106,7 +107,7 @@ class Channel(_Channel[T]):
 
     def delete(self, context: Context, message_id: str) -> None:
         """Stage the deletion of a pending message (no load needed when its ID is known)."""
-        staging(context).delete_message(self, "", _message_id(message_id))
+        staging(context).delete_message(self, "", check_message_id(message_id))
 
     def size(self, context: Context) -> int:
         """Return how many messages are pending, adjusted for this handler's staged work."""
@@ -159,7 +160,9 @@ class ChannelMap(_Channel[T]):
 
     def delete(self, context: Context, instance: str, message_id: str) -> None:
         """Stage the deletion of a pending message of one instance."""
-        staging(context).delete_message(self, check_instance_key(instance), _message_id(message_id))
+        staging(context).delete_message(
+            self, check_instance_key(instance), check_message_id(message_id)
+        )
 
     def size(self, context: Context, instance: str) -> int:
         """Return how many messages of one instance are pending (no load needed)."""
@@ -213,10 +216,15 @@ class ChannelMap(_Channel[T]):
         return _condition(self, check_instance_key(instance), at_least, at_most)
 
 
-def _message_id(message_id: Any) -> str:
-    if not isinstance(message_id, str) or not message_id.strip():
-        raise InvalidArgumentError("message_id must be a non-blank string", field="messageId")
-    return message_id
+def check_message_id(message_id: Any) -> str:
+    """Return ``message_id`` if it has the form of a message ID (a UUID)."""
+    try:
+        uuid.UUID(message_id)
+    except (TypeError, ValueError, AttributeError):
+        raise InvalidArgumentError(
+            f"messageId {message_id!r} is not a message ID (a UUID)", field="messageId"
+        ) from None
+    return str(message_id)
 
 
 def _find(messages: Sequence[ChannelMessage[T]], message_id: str) -> ChannelMessage[T] | None:

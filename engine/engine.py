@@ -19,7 +19,7 @@ from engine.registry import Registry
 from engine.results import (
     AttributeMatch,
     AttributeValues,
-    ChannelInfo,
+    ChannelList,
     ChannelMessagePage,
     FlowInfo,
     FlowResult,
@@ -206,7 +206,7 @@ class Engine:
 
     # -- Channels -------------------------------------------------------------------------------
 
-    async def list_channels(self, flow_id: str, run_id: str | None = None) -> list[ChannelInfo]:
+    async def list_channels(self, flow_id: str, run_id: str | None = None) -> ChannelList:
         """Return every Channel and every non-empty ChannelMap instance of the current (or
         latest) run with its pending count."""
         return await self._services.channels.list_channels(flow_id, run_id)

@@ -173,6 +173,15 @@ class ChannelInfo:
 
 
 @dataclass(frozen=True)
+class ChannelList:
+    """The Channels and non-empty ChannelMap instances of one run, with pending counts."""
+
+    flow_id: str
+    run_id: str
+    channels: list[ChannelInfo]
+
+
+@dataclass(frozen=True)
 class ChannelMessagePage:
     """Pending messages of one queue, oldest first; an empty ``next_page_token`` ends them.
 

@@ -40,9 +40,11 @@ async def list_channels(
     """List every Channel and non-empty ChannelMap instance with its pending count."""
     found = await eng.list_channels(flowId, run_id)
     return ChannelsResponse(
-        flow_id=flowId,
+        flow_id=found.flow_id,
+        run_id=found.run_id,
         channels=[
-            ChannelInfoResponse(name=c.name, instance=c.instance, size=c.size) for c in found
+            ChannelInfoResponse(name=c.name, instance=c.instance, size=c.size)
+            for c in found.channels
         ],
     )
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +17,7 @@ from engine._specs import FlowSpec
 from engine._storage import commits, reads
 from engine._storage.records import ChannelDeletion, ChannelPublication, LoadPlan, RunInfo
 from engine.attribute import check_instance_key
-from engine.channel import ChannelMessage, _Channel
+from engine.channel import ChannelMessage, _Channel, check_message_id
 from engine.clock import Clock, to_micros
 from engine.errors import (
     FlowNotActiveOrNotFoundError,
@@ -27,7 +26,7 @@ from engine.errors import (
     InvalidPageTokenError,
 )
 from engine.registry import Registry
-from engine.results import ChannelInfo, ChannelMessagePage
+from engine.results import ChannelInfo, ChannelList, ChannelMessagePage
 
 MAX_PAGE_SIZE = 1000
 _SIZES = LoadPlan(names=(), channel_sizes=True)
@@ -53,7 +52,7 @@ class ChannelCalls:
         self._committer = committer
         self._clock = clock
 
-    async def list_channels(self, flow_id: str, run_id: str | None) -> list[ChannelInfo]:
+    async def list_channels(self, flow_id: str, run_id: str | None) -> ChannelList:
         """Return every Channel and every non-empty ChannelMap instance of the current (or
         latest) run, with its pending count."""
         check_id(flow_id, "flowId")
@@ -70,7 +69,7 @@ class ChannelCalls:
                 continue
             instances = sorted(i for (n, i) in snapshot.sizes if n == name)
             found.extend(ChannelInfo(name, i, snapshot.sizes[(name, i)]) for i in instances)
-        return found
+        return ChannelList(flow_id, snapshot.run.run_id, found)
 
     async def list_messages(
         self,
@@ -134,7 +133,7 @@ class ChannelCalls:
         """Delete a pending message of the Flow's active run, or raise
         ChannelMessageNotFoundError when it is not pending."""
         check_id(flow_id, "flowId")
-        _check_message_id(message_id)
+        message_id = check_message_id(message_id)
         run = await self._run(flow_id, None, "deleteChannelMessage", active=True)
         _, key = self._queue(self._registry.spec(run.flow_type), channel, instance)
         await self._committer.commit(
@@ -178,15 +177,6 @@ class ChannelCalls:
                 f"{name!r} is a Channel, not a ChannelMap; omit instance", field="instance"
             )
         return declared, (name, "")
-
-
-def _check_message_id(message_id: Any) -> None:
-    try:
-        uuid.UUID(message_id)
-    except (TypeError, ValueError, AttributeError):
-        raise InvalidArgumentError(
-            f"messageId {message_id!r} is not a message ID (a UUID)", field="messageId"
-        ) from None
 
 
 def _encode_token(run_id: str, queue: str, seq: int) -> str:

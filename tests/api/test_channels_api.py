@@ -77,8 +77,10 @@ async def test_publish_list_and_consume_over_http(make_app: Any) -> None:
         for box, text in (("north", "yes"), ("south", "no"), ("north", "maybe")):
             assert (await publish(client, "ballots", value=text, instance=box)).status_code == 201
         listed = (await client.get(f"{BASE}/channels")).json()
+        run_id = (await client.get("/api/v1/flows/poll")).json()["runId"]
         assert listed == {
             "flowId": "poll",
+            "runId": run_id,
             "channels": [
                 {"name": "ballots", "instance": "north", "size": 2},
                 {"name": "ballots", "instance": "south", "size": 1},

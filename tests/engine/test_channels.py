@@ -155,7 +155,7 @@ async def test_a_concurrent_consumer_makes_the_move_commit_neither_effect(
                 {"messageId": message_id},
             )
         await settle(eng)
-        channels = {c.name: c.size for c in await eng.list_channels("race")}
+        channels = {c.name: c.size for c in (await eng.list_channels("race")).channels}
         assert channels == {"prioritized-messages": 0, "queued-messages": 0}
         assert await values(eng, "race", "note") is None  # the write did not commit either
         assert await values(eng, "race", "handled") is None
@@ -429,7 +429,7 @@ async def test_all_of_two_channels_consumes_from_both_at_once(
         await eng.start_flow(WaitFlow, "w")
         await eng.invoke_rpc(flow.put, "w", {"a": [1], "b": [10]})
         await settle(eng)
-        sizes = {c.name: c.size for c in await eng.list_channels("w")}
+        sizes = {c.name: c.size for c in (await eng.list_channels("w")).channels}
         assert sizes == {"a": 1, "b": 1}  # nothing consumed until every condition holds
         await eng.invoke_rpc(flow.put, "w", {"b": [11]})
         await settle(eng)
@@ -523,7 +523,7 @@ async def test_channel_map_keys_and_sizes_need_no_load_but_messages_do(
         with pytest.raises(ChannelMessagesNotLoadedError):  # the load was for "ada" only
             await eng.invoke_rpc(flow.read_box, "ib", "bob", options=exact)
         assert await eng.invoke_rpc(flow.read_all, "ib") == {"ada": ["hi", "again"], "bob": ["yo"]}
-        listed = [(c.name, c.instance, c.size) for c in await eng.list_channels("ib")]
+        listed = [(c.name, c.instance, c.size) for c in (await eng.list_channels("ib")).channels]
         assert listed == [("boxes", "ada", 2), ("boxes", "bob", 1), ("log", None, 0)]
 
 
@@ -609,7 +609,7 @@ async def test_the_timeout_handler_reads_deletes_and_publishes_with_the_close(
         await clock.advance_when_idle()  # to the Flow timeout
         assert (await eng.wait_for_flow("t")).status == "TIMED_OUT"
         assert await values(eng, "t", "left") == [1, 2, 3]
-        sizes = {c.name: c.size for c in await eng.list_channels("t")}
+        sizes = {c.name: c.size for c in (await eng.list_channels("t")).channels}
         assert sizes == {"done": 1, "inbox": 0}  # committed with the close, missing ID ignored
         kinds = [e.event_type for e in (await eng.get_flow_history("t")).events]
     assert kinds.count("CHANNEL_MESSAGE_DELETED") == 3
@@ -725,7 +725,7 @@ async def test_an_rpc_publishing_a_value_of_the_wrong_type_fails_naming_the_chan
         await eng.start_flow(Typed, "typed")
         with pytest.raises(InvalidArgumentError, match="numbers"):
             await eng.invoke_rpc(flow.bad, "typed")
-        assert [c.size for c in await eng.list_channels("typed")] == [0]
+        assert [c.size for c in (await eng.list_channels("typed")).channels] == [0]
 
 
 class Ask(Step[None]):
@@ -772,3 +772,15 @@ async def test_wait_for_publishes_with_its_wait_and_sizes_follow_staged_work(
         await settle(eng)
         result = await eng.wait_for_flow("ask")
     assert (result.status, result.completions[0].output) == ("COMPLETED", ["yes"])
+
+
+async def test_a_handler_deleting_a_malformed_message_id_is_refused_naming_the_field(
+    engine_config: EngineConfig,
+) -> None:
+    flow = ChannelFlow()
+    async with running_engine([flow], engine_config) as eng:
+        await eng.start_flow(ChannelFlow, "ids")
+        with pytest.raises(InvalidArgumentError) as refused:
+            await eng.invoke_rpc(flow.forget_without_transaction, "ids", "not-a-message-id")
+        assert refused.value.field == "messageId"
+        assert await values(eng, "ids", "note") is None
