@@ -11,21 +11,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
-from engine._ids import state_key
-from engine._storage import channels, rows, waits
+from engine._storage import channels, rows
 from engine._storage import tables as t
-from engine._storage.effects import apply_effects
+from engine._storage.effects import apply_effects, complete_if_met
 from engine._storage.records import (
     ChannelDeletion,
     ChannelPublication,
     CommitResult,
     EnterExecute,
     EnterWait,
-    Phase,
     QueuedStep,
     RunChange,
     RunClose,
@@ -288,28 +285,9 @@ def complete_wait(*, step: QueuedStep, now: int) -> Unit:
         text = None if run is None else channels.waiting_spec(conn, step.id)
         if run is None or text is None:
             return CommitResult(value=None)
-        spec = json.loads(text)
-        counts = channels.queue_sizes(conn, run.run_id, waits.queues(spec))
-        taken = waits.plan(spec, counts, now)
-        if taken is None:
+        execute = complete_if_met(conn, run, step, json.loads(text), now)
+        if execute is None:
             return CommitResult(value=False)
-        consumed: dict[str, list[Any]] = {}
-        events = []
-        for (channel, instance), count in taken:
-            messages = channels.take_messages(conn, run.run_id, channel, instance, count)
-            key = state_key(channel, instance)
-            consumed.setdefault(key, []).extend(json.loads(value) for _, value in messages)
-            event = {
-                "stepType": step.step_type,
-                "stepExecutionId": step.id,
-                "channel": key,
-                "messageIds": [message_id for message_id, _ in messages],
-            }
-            events.append(("CHANNEL_CONSUMED", event))
-        text = json.dumps(consumed, separators=(",", ":"))
-        execute = replace(step, phase=Phase.EXECUTE, attempt=1, due_at=None, consumed=text)
-        channels.end_wait(conn, execute, text)
-        rows.add_history(conn, run.run_id, events, now)
         change = RunChange(run.flow_id, run.flow_type, run.run_id, queued_steps=(execute,))
         return CommitResult((change,), True)
 

@@ -8,6 +8,8 @@ last. All of it commits together, or none of it does.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -19,6 +21,8 @@ from engine._storage.records import (
     ChannelPublication,
     EnterExecute,
     EnterWait,
+    Phase,
+    QueuedStep,
     RunChange,
     RunClose,
     RunStatus,
@@ -76,7 +80,6 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
     elif isinstance(decision, EnterWait):
         rows.requeue_step(conn, decision.step)
         channels.start_wait(conn, decision.step, json.dumps(decision.spec, separators=(",", ":")))
-        waiting.append(WaitingStep(decision.step, decision.spec))
         event = {
             "stepType": decision.step.step_type,
             "stepExecutionId": decision.step.id,
@@ -85,6 +88,12 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
             "attributes": rows.written_keys(effects.writes),
         }
         rows.add_history(conn, run.run_id, [("STEP_WAITING", event)], now)
+        # Messages already pending may meet the wait at once: consume them in this commit.
+        execute = complete_if_met(conn, run, decision.step, decision.spec, now)
+        if execute is not None:
+            queued.append(execute)
+        else:
+            waiting.append(WaitingStep(decision.step, decision.spec))
     elif isinstance(decision, RunClose):
         closed = decision.status
         ended.extend(
@@ -111,6 +120,38 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
         message_ids=message_ids,
         waiting=tuple(waiting),
     )
+
+
+def complete_if_met(
+    conn: Connection, run: LockedRun, step: QueuedStep, spec: dict[str, Any], now: int
+) -> QueuedStep | None:
+    """Complete a waiting execution's wait if the queues and the time meet it now.
+
+    The winning conditions' messages are consumed and the execution moves to ``execute``, all
+    in the caller's transaction; returns that execute attempt, or None when the wait is not met.
+    """
+    counts = channels.queue_sizes(conn, run.run_id, waits.queues(spec))
+    taken = waits.plan(spec, counts, now)
+    if taken is None:
+        return None
+    consumed: dict[str, list[Any]] = {}
+    events = []
+    for (channel, instance), count in taken:
+        messages = channels.take_messages(conn, run.run_id, channel, instance, count)
+        key = state_key(channel, instance)
+        consumed.setdefault(key, []).extend(json.loads(value) for _, value in messages)
+        event = {
+            "stepType": step.step_type,
+            "stepExecutionId": step.id,
+            "channel": key,
+            "messageIds": [message_id for message_id, _ in messages],
+        }
+        events.append(("CHANNEL_CONSUMED", event))
+    text = json.dumps(consumed, separators=(",", ":"))
+    execute = replace(step, phase=Phase.EXECUTE, attempt=1, due_at=None, consumed=text)
+    channels.end_wait(conn, execute, text)
+    rows.add_history(conn, run.run_id, events, now)
+    return execute
 
 
 def _close_step(
