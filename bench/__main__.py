@@ -26,6 +26,7 @@ MODULES = [
     "rpc_roundtrip",
     "streams",
     "flow_throughput",
+    "channels",
     "search",
 ]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
