@@ -729,12 +729,21 @@ async def test_an_rpc_publishing_a_value_of_the_wrong_type_fails_naming_the_chan
 
 
 class Ask(Step[None]):
+    def get_step_options(self) -> StepOptions:
+        return StepOptions(execute_load_channels=(AskFlow.questions,))
+
     def wait_for(self, context: Context, input: None) -> Wait:
         self.flow.questions.publish(context, "ready?")
         return Wait.until(self.flow.answers.for_one())
 
     def execute(self, context: Context, input: None) -> StepDecision:
-        return graceful_complete(list(self.flow.answers.results(context)))
+        # Loaded for execute only: the questions still pending when the answer came.
+        asked = [m.value for m in self.flow.questions.pending_messages(context)]
+        self.flow.questions.delete(context, str(uuid.uuid4()))  # not pending: a no-op here
+        self.flow.questions.publish(context, "thanks")
+        return graceful_complete(
+            {"answers": list(self.flow.answers.results(context)), "asked": asked}
+        )
 
 
 class AskFlow(Flow[None]):
@@ -771,7 +780,11 @@ async def test_wait_for_publishes_with_its_wait_and_sizes_follow_staged_work(
         await eng.publish_to_channel("ask", AskFlow.answers, "yes")
         await settle(eng)
         result = await eng.wait_for_flow("ask")
-    assert (result.status, result.completions[0].output) == ("COMPLETED", ["yes"])
+        final = await eng.list_channel_messages("ask", AskFlow.questions)
+    assert result.status == "COMPLETED"
+    assert result.completions[0].output == {"answers": ["yes"], "asked": ["again?", "still?"]}
+    # execute's publication committed with its decision; its missing deletion was a no-op.
+    assert [m.value for m in final.messages] == ["again?", "still?", "thanks"]
 
 
 async def test_a_handler_deleting_a_malformed_message_id_is_refused_naming_the_field(
