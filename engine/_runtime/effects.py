@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine import _codec
-from engine._ids import new_id, state_key
+from engine._ids import state_key
 from engine._runtime.context import InvocationContext
 from engine._runtime.ports import BlobStore
 from engine._specs import FlowSpec
@@ -96,7 +96,7 @@ def next_steps(
         )
         created.append(
             QueuedStep(
-                id=new_id(),
+                id="",  # numbered by the commit that creates it
                 run_id=run_id,
                 flow_id=flow_id,
                 flow_type=spec.flow_type,

@@ -232,7 +232,7 @@ class Scheduler:
             spec.streams,
             flow_type=spec.flow_type,
             flow_id=step.flow_id,
-            step_execution_id=step.id,
+            step_execution_id=step.execution_id,
             clock=self._clock,
             is_async=asyncio.iscoroutinefunction(handler),
         )
@@ -240,7 +240,7 @@ class Scheduler:
             spec,
             snapshot,
             plan,
-            step_execution_id=step.id,
+            step_execution_id=step.execution_id,
             step_type=step.step_type,
             attempt=step.attempt,
             step_io=io,
@@ -384,7 +384,7 @@ def _failure_movement(failure: Any, step: QueuedStep, exc: Exception) -> StepMov
         failure,
         {
             "stepType": step.step_type,
-            "stepExecutionId": step.id,
+            "stepExecutionId": step.execution_id,
             "errorType": type(exc).__name__,
             "errorMessage": str(exc),
         },

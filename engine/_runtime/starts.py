@@ -95,7 +95,7 @@ class Starter:
         start_step = None
         if spec.start_step is not None:
             start_step = QueuedStep(
-                id=new_id(),
+                id="",  # numbered by the commit that creates it
                 run_id=run_id,
                 flow_id=flow_id,
                 flow_type=spec.flow_type,

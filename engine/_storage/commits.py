@@ -31,6 +31,7 @@ from engine._storage.records import (
     StartOutcome,
     StartRequest,
     StepClose,
+    execution_id,
 )
 from engine._storage.rows import LockedRun
 from engine.errors import FlowAlreadyStartedError, FlowNotActiveOrNotFoundError
@@ -170,7 +171,7 @@ def commit_rpc(
         event = {
             "rpc": rpc_name,
             "attributes": rows.written_keys(effects.writes),
-            "canceledSteps": list(change.ended_step_ids),
+            "canceledSteps": [execution_id(i) for i in change.ended_step_ids],
             "nextSteps": [s.step_type for s in effects.next_steps],
         }
         rows.add_history(conn, run_id, [("RPC_COMMITTED", event)], now)
@@ -200,7 +201,7 @@ def retry_step(
         run = _current_attempt(conn, step.run_id, step.id, attempt)
         rows.requeue_step(conn, step)
         event = {
-            "stepExecutionId": step.id,
+            "stepExecutionId": step.execution_id,
             "attempt": attempt,
             "errorType": error_type,
             "errorMessage": error_message,
@@ -354,6 +355,7 @@ def purge_closed_runs(*, before: int, limit: int) -> Unit:
         for table in (
             t.attributes,
             t.step_waits,
+            t.step_counters,
             t.channel_messages,
             t.step_executions,
             t.history,

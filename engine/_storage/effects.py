@@ -30,6 +30,7 @@ from engine._storage.records import (
     StepClose,
     StepState,
     WaitingStep,
+    execution_id,
 )
 from engine._storage.rows import LockedRun
 from engine.errors import ChannelMessageNotFoundError
@@ -72,7 +73,7 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
         queued.append(decision.step)
         event = {
             "stepType": decision.step.step_type,
-            "stepExecutionId": decision.step.id,
+            "stepExecutionId": decision.step.execution_id,
             "dueAt": decision.step.due_at,
             "attributes": rows.written_keys(effects.writes),
         }
@@ -82,7 +83,7 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
         channels.start_wait(conn, decision.step, json.dumps(decision.spec, separators=(",", ":")))
         event = {
             "stepType": decision.step.step_type,
-            "stepExecutionId": decision.step.id,
+            "stepExecutionId": decision.step.execution_id,
             "dueAt": None,
             "channels": sorted(state_key(*queue) for queue in waits.queues(decision.spec)),
             "attributes": rows.written_keys(effects.writes),
@@ -142,7 +143,7 @@ def complete_if_met(
         consumed.setdefault(key, []).extend(json.loads(value) for _, value in messages)
         event = {
             "stepType": step.step_type,
-            "stepExecutionId": step.id,
+            "stepExecutionId": step.execution_id,
             "channel": key,
             "messageIds": [message_id for message_id, _ in messages],
         }
@@ -176,13 +177,13 @@ def _close_step(
     )
     event = {
         "stepType": decision.step_type,
-        "stepExecutionId": decision.step_id,
+        "stepExecutionId": execution_id(decision.step_id),
         "attempt": decision.attempt,
         "decision": decision.kind,
         "errorType": decision.error_type,
         "errorMessage": decision.error_message,
         "nextSteps": [s.step_type for s in effects.next_steps],
-        "canceledSteps": list(canceled),
+        "canceledSteps": [execution_id(i) for i in canceled],
         "attributes": rows.written_keys(effects.writes),
     }
     rows.add_history(conn, run.run_id, [("STEP_CLOSED", event)], now)

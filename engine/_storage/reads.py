@@ -33,6 +33,7 @@ from engine._storage.records import (
     StepState,
     StoredMessage,
     StoredValue,
+    execution_id,
 )
 
 T = TypeVar("T")
@@ -236,7 +237,7 @@ async def completions(db: Database, run_id: str) -> list[tuple[str, str, str | N
         .order_by(se.c.closed_at, se.c.id)
     )
     rows = await db.read(lambda conn: conn.execute(query).all())
-    return [(r.step_type, r.id, r.output) for r in rows]
+    return [(r.step_type, execution_id(r.id), r.output) for r in rows]
 
 
 async def history(

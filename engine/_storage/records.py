@@ -192,6 +192,8 @@ class QueuedStep:
 
     An attempt above 1 is a retry: it keeps the locks of its phase while it waits.
     ``consumed`` is the JSON of what its wait's winning conditions consumed (for ``execute``).
+    ``id`` is ``<run ID>:<StepType>-<n>``; a new execution has ``id`` "" until the commit that
+    creates it numbers it (``rows.insert_steps``).
     """
 
     id: str
@@ -209,6 +211,17 @@ class QueuedStep:
     def keeps_locks(self) -> bool:
         """Return True for a retry, which holds its phase's locks while queued."""
         return self.attempt > 1
+
+    @property
+    def execution_id(self) -> str:
+        """Return the Step execution ID callers see: ``<StepType>-<n>``."""
+        return execution_id(self.id)
+
+
+def execution_id(step_id: str) -> str:
+    """Return the Step execution ID (``<StepType>-<n>``) of an internal Step ID."""
+    _, sep, tail = step_id.partition(":")
+    return tail if sep else step_id
 
 
 @dataclass(slots=True)

@@ -114,6 +114,7 @@ _MOVE_FLOW = (
 )
 _upserts: dict[str, Any] = {}
 _claims: dict[str, Any] = {}
+_counts: dict[str, Any] = {}
 
 
 def dialect_insert(conn: Connection) -> Any:
@@ -306,7 +307,13 @@ def written_keys(writes: Iterable[AttributeWrite]) -> list[str]:
 
 
 def insert_steps(conn: Connection, steps: Iterable[QueuedStep], now: int) -> None:
-    """Create pending Step executions."""
+    """Create pending Step executions, numbering each ``<StepType>-<n>`` within its run.
+
+    A step created by the runtime has no ID yet; it gets it here (set on the record, which the
+    commit's result carries on).
+    """
+    steps = list(steps)
+    _number(conn, [s for s in steps if not s.id])
     rows = [
         {
             "id": s.id,
@@ -323,6 +330,33 @@ def insert_steps(conn: Connection, steps: Iterable[QueuedStep], now: int) -> Non
     ]
     if rows:
         conn.execute(_INSERT_STEPS, rows)
+
+
+def _number(conn: Connection, steps: list[QueuedStep]) -> None:
+    """Give new executions their IDs: the run's counter of their Step type, counted on."""
+    by_type: dict[tuple[str, str], list[QueuedStep]] = {}
+    for step in steps:
+        by_type.setdefault((step.run_id, step.step_type), []).append(step)
+    for (run_id, step_type), group in by_type.items():
+        last = conn.execute(
+            _count_statement(conn), {"r": run_id, "t": step_type, "k": len(group)}
+        ).scalar_one()
+        for n, step in enumerate(group, start=last - len(group) + 1):
+            step.id = f"{run_id}:{step_type}-{n}"
+
+
+def _count_statement(conn: Connection) -> Any:
+    stmt = _counts.get(conn.dialect.name)
+    if stmt is None:
+        sc = t.step_counters
+        insert_ = dialect_insert(conn)(sc).values(
+            run_id=bindparam("r"), step_type=bindparam("t"), count=bindparam("k")
+        )
+        stmt = _counts[conn.dialect.name] = insert_.on_conflict_do_update(
+            index_elements=[sc.c.run_id, sc.c.step_type],
+            set_={"count": sc.c.count + insert_.excluded.count},
+        ).returning(sc.c.count)
+    return stmt
 
 
 def requeue_step(conn: Connection, step: QueuedStep) -> None:

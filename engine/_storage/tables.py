@@ -67,7 +67,11 @@ class AttributeRow(SQLModel, table=True):
 
 
 class StepExecutionRow(SQLModel, table=True):
-    """One Step execution. Active states are PENDING (ready, or due at ``due_at``)."""
+    """One Step execution. Active states are PENDING (ready, or due at ``due_at``).
+
+    ``id`` is ``<run ID>:<StepType>-<n>``: unique everywhere, and deterministic within a run,
+    where the part after the colon is the Step execution ID callers see.
+    """
 
     __tablename__ = "step_executions"
     __table_args__ = (
@@ -89,6 +93,17 @@ class StepExecutionRow(SQLModel, table=True):
     output: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     error_type: str | None = None
     error_message: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+class StepCounterRow(SQLModel, table=True):
+    """How many executions of each Step type a run has created: the ``n`` of the next
+    deterministic Step execution ID ``<StepType>-<n>``."""
+
+    __tablename__ = "step_counters"
+
+    run_id: str = Field(primary_key=True, foreign_key="runs.run_id")
+    step_type: str = Field(primary_key=True)
+    count: int
 
 
 class StepWaitRow(SQLModel, table=True):
@@ -200,6 +215,7 @@ attributes = AttributeRow.__table__  # type: ignore[attr-defined]
 step_executions = StepExecutionRow.__table__  # type: ignore[attr-defined]
 history = HistoryRow.__table__  # type: ignore[attr-defined]
 step_waits = StepWaitRow.__table__  # type: ignore[attr-defined]
+step_counters = StepCounterRow.__table__  # type: ignore[attr-defined]
 channel_messages = ChannelMessageRow.__table__  # type: ignore[attr-defined]
 search_values = SearchValueRow.__table__  # type: ignore[attr-defined]
 search_keywords = SearchKeywordRow.__table__  # type: ignore[attr-defined]
