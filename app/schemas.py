@@ -72,7 +72,7 @@ class StartFlowResponse(Wire):
 
 
 class FlowInfoResponse(Wire):
-    """A run's identity and status."""
+    """A run's identity and status; a SubFlow run names the parent that started it."""
 
     flow_id: str
     run_id: str
@@ -81,6 +81,13 @@ class FlowInfoResponse(Wire):
     started_at: datetime
     closed_at: datetime | None
     indexed_attributes: dict[str, Any]
+    parent_flow_id: str | None = Field(
+        description="The Flow ID of the parent whose Step started this run as a SubFlow; "
+        "null unless the run is a SubFlow"
+    )
+    parent_run_id: str | None = Field(
+        description="The parent's run that started this run; null unless it is a SubFlow"
+    )
 
     @classmethod
     def of(cls, info: engine.FlowInfo) -> FlowInfoResponse:
@@ -93,6 +100,8 @@ class FlowInfoResponse(Wire):
             started_at=info.started_at,
             closed_at=info.closed_at,
             indexed_attributes=info.indexed_attributes,
+            parent_flow_id=info.parent_flow_id,
+            parent_run_id=info.parent_run_id,
         )
 
 

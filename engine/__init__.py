@@ -90,6 +90,7 @@ from engine.stream import (
     StreamMessagePage,
     StreamStoreConfig,
 )
+from engine.subflow import SubFlow, SubFlowCondition, SubFlowOptions, SubFlowReusePolicy
 from engine.timer import Timer
 from engine.values import to_json_data
 from engine.wait import Wait, WaitMode
@@ -176,6 +177,10 @@ __all__ = [
     "StreamNotFoundError",
     "StreamStoreConfig",
     "StreamWrite",
+    "SubFlow",
+    "SubFlowCondition",
+    "SubFlowOptions",
+    "SubFlowReusePolicy",
     "Timer",
     "Wait",
     "WaitMode",

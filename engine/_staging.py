@@ -118,6 +118,10 @@ class Staging(abc.ABC):
     def consumed(self, channel: ChannelRef, instance: str) -> Sequence[Any]:
         """Return the values this Step's winning wait condition consumed, oldest first."""
 
+    @abc.abstractmethod
+    def subflow_result(self, index: int) -> Any:
+        """Return the FlowResult of the completed wait's SubFlow at ``index``."""
+
 
 def staging(context: object) -> Staging:
     """Return the engine side of ``context``, or raise when it is not one the engine made."""

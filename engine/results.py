@@ -18,7 +18,8 @@ class StartFlowResult:
 
 @dataclass(frozen=True)
 class FlowInfo:
-    """A run's identity, status, times and indexed Attribute values."""
+    """A run's identity, status, times and indexed Attribute values; a SubFlow run also names
+    the parent Flow ID and run that started it."""
 
     flow_id: str
     run_id: str
@@ -27,6 +28,8 @@ class FlowInfo:
     started_at: datetime
     closed_at: datetime | None
     indexed_attributes: dict[str, Any] = field(default_factory=dict)
+    parent_flow_id: str | None = None
+    parent_run_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 from engine.channel import ChannelCondition
 from engine.errors import DefinitionError
+from engine.subflow import SubFlowCondition
 from engine.timer import Timer
 
-#: What a Wait waits on: a Timer, a Channel condition, or another Wait.
-Condition = Timer | ChannelCondition
+#: What a Wait waits on: a Timer, a Channel condition, a SubFlow, or another Wait.
+Condition = Timer | ChannelCondition | SubFlowCondition
 
 
 class WaitMode(enum.StrEnum):
@@ -29,9 +30,9 @@ class Wait:
     """A wait over conditions: skip, one condition, all of several, or any of several.
 
     When several conditions of an ``any_of`` are ready at once, the winner is chosen in a fixed
-    order: Timers, then Channel conditions (a nested Wait counts as the first kind it holds),
-    argument order within a kind. Only the winner (for ``all_of``, every condition) consumes
-    Channel messages.
+    order: Timers, then Channel conditions, then SubFlows (a nested Wait counts as the first
+    kind it holds), argument order within a kind. Only the winner (for ``all_of``, every
+    condition) consumes Channel messages; SubFlows that lose an ``any_of`` keep running.
     """
 
     mode: WaitMode
@@ -66,6 +67,16 @@ class Wait:
             for c in self.conditions
         )
 
+    def subflows(self) -> list[SubFlowCondition]:
+        """Return the SubFlow conditions, in argument order (depth first): their indexes."""
+        found: list[SubFlowCondition] = []
+        for c in self.conditions:
+            if isinstance(c, SubFlowCondition):
+                found.append(c)
+            elif isinstance(c, Wait):
+                found.extend(c.subflows())
+        return found
+
     def delay_seconds(self) -> float:
         """Return how long this wait lasts, in seconds, given that only Timers are waited on."""
         if self.mode == WaitMode.SKIP or not self.conditions:
@@ -79,6 +90,6 @@ class Wait:
 
 
 def _check(condition: object) -> Condition | Wait:
-    if not isinstance(condition, Timer | ChannelCondition | Wait):
+    if not isinstance(condition, Timer | ChannelCondition | SubFlowCondition | Wait):
         raise DefinitionError(f"unsupported wait condition {condition!r}")
     return condition

@@ -120,6 +120,9 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     snapshots = Snapshots(database, blobs)
     store = memory_store(config.streams, clock, activity.touch)
     streams = StreamService(registry, config.streams, clock, store)
+    starter = Starter(
+        registry=registry, database=database, blobs=blobs, committer=committer, clock=clock
+    )
     scheduler = Scheduler(
         registry=registry,
         queue=queue,
@@ -127,6 +130,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         committer=committer,
         snapshots=snapshots,
         blobs=blobs,
+        starter=starter,
         streams=streams,
         activity=activity,
         clock=clock,
@@ -206,7 +210,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             committer=committer,
             clock=clock,
         ),
-        starter=Starter(registry=registry, blobs=blobs, committer=committer, clock=clock),
+        starter=starter,
         rpcs=RPCExecutor(
             registry=registry,
             database=database,

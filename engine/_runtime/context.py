@@ -17,6 +17,7 @@ from engine.outputs import Heartbeat
 if TYPE_CHECKING:
     from engine._runtime.step_io import StepIO
     from engine.attribute import _State
+    from engine.results import FlowResult
 
 _UNSET = object()
 
@@ -42,6 +43,7 @@ class InvocationContext(Staging):
         sizes: Mapping[tuple[str, str], int] | None = None,
         messages: Mapping[tuple[str, str], tuple[ChannelMessage[Any], ...]] | None = None,
         consumed: Mapping[tuple[str, str], tuple[Any, ...]] | None = None,
+        subflows: Mapping[int, FlowResult] | None = None,
         step_execution_id: str | None = None,
         step_type: str | None = None,
         attempt: int = 1,
@@ -70,6 +72,8 @@ class InvocationContext(Staging):
         self._sizes = sizes or {}
         self._messages = messages or {}
         self._consumed = consumed or {}
+        # The results of the completed wait's SubFlows, by condition index.
+        self._subflows = subflows or {}
         self._publications: list[ChannelPublication] = []
         self._deletions: dict[tuple[str, str, str], ChannelDeletion] = {}
 
@@ -244,6 +248,22 @@ class InvocationContext(Staging):
         """Return the values this Step's winning wait condition consumed from a queue."""
         self._own_channel(channel)
         return self._consumed.get((channel.name, instance), ())
+
+    def subflow_result(self, index: int) -> FlowResult:
+        """Return the result of the completed wait's SubFlow at ``index``."""
+        found = self._subflows.get(index) if isinstance(index, int) else None
+        if found is None:
+            where = self.step_type or self.rpc_name or "handle_timeout"
+            if not self._subflows:
+                raise DefinitionError(
+                    f"{where} has no SubFlow results: they exist in the execute of a Step "
+                    "whose wait had SubFlow conditions"
+                )
+            raise DefinitionError(
+                f"{where}'s wait has no SubFlow at index {index!r} (its SubFlows are "
+                f"0 to {len(self._subflows) - 1})"
+            )
+        return found
 
     @property
     def staged_publications(self) -> tuple[ChannelPublication, ...]:

@@ -28,10 +28,13 @@ async def encode_writes(
     flow_id: str,
     writes: Mapping[tuple[str, str], Any],
     texts: Mapping[tuple[str, str], str] | None = None,
+    *,
+    store_blobs: bool = True,
 ) -> tuple[AttributeWrite, ...]:
     """Encode staged writes, reusing ``texts`` a Context already encoded.
 
-    Hard-delete values are written to (or erased from) the blob store before this returns.
+    Hard-delete values are written to (or erased from) the blob store before this returns;
+    with ``store_blobs`` False the stored values are left as they are.
     """
     staged: list[AttributeWrite] = []
     blob_ops: list[tuple[str, str | None]] = []
@@ -51,7 +54,7 @@ async def encode_writes(
         if state.index is not None and state.index_key is not None:
             index = index_write(state.index_key, state.index.type, value, state_key(name, instance))
         staged.append(AttributeWrite(name, instance, text, index=index))
-    if blob_ops:
+    if blob_ops and store_blobs:
 
         def apply() -> None:
             for key, text in blob_ops:

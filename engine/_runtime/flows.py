@@ -170,4 +170,6 @@ def flow_info(found: search.FoundRun) -> FlowInfo:
         to_datetime(found.started_at) or datetime.now(UTC),
         to_datetime(found.closed_at),
         found.indexed,
+        found.parent_flow_id,
+        found.parent_run_id,
     )

@@ -3,7 +3,8 @@
 For each run a commit changed: WaitForAttributeMatch waiters see its writes, ended Step
 executions stop and release their locks, queued ones are handed to the StepQueue, durable waits
 that began are watched and those on queues it published to are tried, a started run's timeout
-is armed, and a closed run's watchers wake and its timeout is disarmed.
+is armed, and a closed run's watchers wake, its timeout is disarmed and the parent waiting on it
+(a SubFlow) is tried.
 """
 
 from __future__ import annotations
@@ -58,3 +59,4 @@ class CommitFollowers:
             if closed:
                 self._timeouts.cancel(change.run_id)
                 self._watchers.closed(change.run_id)
+                self._waits.closed(change.run_id)

@@ -27,6 +27,7 @@ from engine._runtime.context import InvocationContext
 from engine._runtime.ports import BlobStore, LockTable, StepQueue
 from engine._runtime.signals import StepCanceled
 from engine._runtime.snapshots import Snapshots
+from engine._runtime.starts import Starter
 from engine._runtime.step_io import StepIO, is_generator_handler, run_generator
 from engine._runtime.waits import wait_spec
 from engine._specs import FlowSpec, StepSpec
@@ -84,12 +85,14 @@ class Scheduler:
         committer: Committer,
         snapshots: Snapshots,
         blobs: BlobStore,
+        starter: Starter,
         streams: StreamService,
         activity: Activity,
         clock: Clock,
         threads: int,
     ) -> None:
         self._registry = registry
+        self._starter = starter
         self._queue = queue
         self._locks = locks
         self._committer = committer
@@ -278,9 +281,16 @@ class Scheduler:
             raise InvalidStepResultError(f"{step.step_type}.wait_for returned {wait!r}, not a Wait")
         staged = await effects.stage(self._blobs, spec, context)
         if not wait.only_timers():
-            spec_json = wait_spec(wait, spec.channels, self._now())
+            # The children start in the commit that begins the wait.
+            children = [
+                await self._starter.prepare_subflow(step, index, condition)
+                for index, condition in enumerate(wait.subflows())
+            ]
+            spec_json = wait_spec(
+                wait, spec.channels, self._now(), [child.request for child in children]
+            )
             waiting = replace(step, phase=Phase.WAITING, attempt=1, due_at=None)
-            return replace(staged, decision=EnterWait(waiting, spec_json))
+            return replace(staged, decision=EnterWait(waiting, spec_json, tuple(children)))
         delay = wait.delay_seconds()
         due = self._now() + int(delay * 1_000_000) if delay > 0 else None
         if not staged.changes_state() and due is None:

@@ -16,6 +16,7 @@ from engine._specs import FlowSpec
 from engine._storage import reads
 from engine._storage.records import LoadPlan, Snapshot
 from engine.channel import ChannelMessage
+from engine.results import FlowResult, StepCompletion
 
 
 class Snapshots:
@@ -76,8 +77,10 @@ class Snapshots:
     ) -> InvocationContext:
         """Decode ``snapshot`` into the Context of one invocation that loaded ``plan``.
 
-        ``consumed`` is the JSON of what the Step's wait consumed, for ``results(ctx)``.
+        ``consumed`` is the JSON of what the Step's completed wait consumed and the results of
+        its SubFlows, for ``results(ctx)`` and ``SubFlow.get_condition_results``.
         """
+        waited = json.loads(consumed) if consumed else {}
         return InvocationContext(
             flow_id=snapshot.run.flow_id,
             run_id=snapshot.run.run_id,
@@ -93,7 +96,8 @@ class Snapshots:
             channels=spec.channels,
             sizes=snapshot.sizes,
             messages=_messages(spec, snapshot),
-            consumed=_consumed(spec, consumed),
+            consumed=_consumed(spec, waited.get("channels", {})),
+            subflows=_subflow_results(waited.get("subflows", {})),
         )
 
 
@@ -117,12 +121,12 @@ def _messages(
     return decoded
 
 
-def _consumed(spec: FlowSpec, text: str | None) -> dict[tuple[str, str], tuple[Any, ...]]:
+def _consumed(
+    spec: FlowSpec, consumed: dict[str, list[Any]]
+) -> dict[tuple[str, str], tuple[Any, ...]]:
     """Decode what a wait consumed, ``{"name" or "map/instance": [values]}``."""
-    if not text:
-        return {}
     decoded: dict[tuple[str, str], tuple[Any, ...]] = {}
-    for key, values in json.loads(text).items():
+    for key, values in consumed.items():
         name, _, instance = key.partition("/")
         channel = spec.channels.get(name)
         if channel is not None:
@@ -130,3 +134,21 @@ def _consumed(spec: FlowSpec, text: str | None) -> dict[tuple[str, str], tuple[A
                 _codec.decode(channel.value_type, json.dumps(value)) for value in values
             )
     return decoded
+
+
+def _subflow_results(results: dict[str, dict[str, Any]]) -> dict[int, FlowResult]:
+    """Decode the SubFlow results a wait recorded as it completed, by condition index."""
+    return {
+        int(index): FlowResult(
+            flow_id=r["flowId"],
+            run_id=r["runId"],
+            status=r["status"],
+            completions=[
+                StepCompletion(c["stepType"], c["stepExecutionId"], c["output"])
+                for c in r["completions"]
+            ],
+            error_type=r["errorType"],
+            error_message=r["errorMessage"],
+        )
+        for index, r in results.items()
+    }

@@ -1,8 +1,9 @@
 """Starting Flows: a run, its initial Attributes and its start Step in one commit.
 
 :meth:`Starter.prepare` validates and encodes a start into a :class:`StartRequest`; the storage
-piece ``commits.insert_run`` applies one inside any transaction. A start of its own commits it
-alone (``start``); a parent Step can include the same request in its own commit.
+piece ``starts.insert_run`` applies one inside any transaction. A start of its own commits it
+alone (``start``); a parent Step includes its SubFlows' requests (``prepare_subflow``) in the
+commit that begins its wait.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from engine._ids import check_id, new_id
 from engine._runtime import effects
 from engine._runtime.committer import Committer
 from engine._runtime.names import parse_values
-from engine._runtime.ports import BlobStore
+from engine._runtime.ports import BlobStore, Database
 from engine._specs import FlowSpec
-from engine._storage import commits
-from engine._storage.records import QueuedStep, StartOutcome, StartRequest
+from engine._storage import commits, reads
+from engine._storage.records import QueuedStep, RunStatus, StartOutcome, StartRequest, SubFlowStart
 from engine.clock import Clock, to_micros
-from engine.errors import InvalidArgumentError
+from engine.errors import FlowTypeNotFoundError, InvalidArgumentError, InvalidStepResultError
 from engine.flow import Flow
 from engine.options import IdReusePolicy, StartFlowOptions
 from engine.registry import Registry
 from engine.results import StartFlowResult
+from engine.subflow import SubFlowCondition
 
 MAX_FLOW_TIMEOUT = timedelta(days=3650)
 
@@ -33,9 +35,16 @@ class Starter:
     """Starts runs of registered Flow types."""
 
     def __init__(
-        self, *, registry: Registry, blobs: BlobStore, committer: Committer, clock: Clock
+        self,
+        *,
+        registry: Registry,
+        database: Database,
+        blobs: BlobStore,
+        committer: Committer,
+        clock: Clock,
     ) -> None:
         self._registry = registry
+        self._database = database
         self._blobs = blobs
         self._committer = committer
         self._clock = clock
@@ -56,10 +65,63 @@ class Starter:
         outcome: StartOutcome = result.value
         return StartFlowResult(flow_id, outcome.run_id, outcome.started)
 
+    async def prepare_subflow(
+        self, parent: QueuedStep, index: int, condition: SubFlowCondition
+    ) -> SubFlowStart:
+        """Validate and encode the start of a parent Step's SubFlow condition ``index``.
+
+        The child's Flow ID is ``SubFlow:<parentFlowId>-<stepExecutionId>-<index>`` and its
+        Request ID names the parent run, so a start retried in the same parent run attaches.
+        Raises InvalidStepResultError when the child cannot be started with that input.
+        """
+        where = f"the SubFlow at index {index} of {parent.step_type}.wait_for"
+        try:
+            spec = self._registry.spec(condition.flow_type)
+        except FlowTypeNotFoundError:
+            raise InvalidStepResultError(
+                f"{where} runs Flow type {condition.flow_type}, which is not registered"
+            ) from None
+        if spec.start_step is None:
+            raise InvalidStepResultError(
+                f"{where} runs Flow type {spec.flow_type}, which has no start Step to take "
+                "its input"
+            )
+        flow_id = f"SubFlow:{parent.flow_id}-{parent.execution_id}-{index}"
+        options = condition.options
+        # The seed: a restarted SubFlow starts from the original hard-delete initial value (it
+        # reads as absent when an earlier run deleted it), while a start that meets the child
+        # running overwrites the stored value, as any start does.
+        keep_stored = False
+        if any(_is_hard_delete(spec, key) for key in options.initial_attributes):
+            latest = await reads.load_run(self._database, flow_id)
+            keep_stored = latest is not None and latest.status != RunStatus.RUNNING
+        try:
+            request = await self.prepare(
+                spec,
+                flow_id,
+                condition.input,
+                StartFlowOptions(
+                    request_id=f"{parent.run_id}:{parent.execution_id}:{index}",
+                    timeout=options.timeout,
+                    initial_attributes=dict(options.initial_attributes),
+                ),
+                store_blobs=not keep_stored,
+            )
+        except InvalidArgumentError as exc:
+            raise InvalidStepResultError(f"{where} cannot start: {exc}") from exc
+        return SubFlowStart(index, request, options.reuse_policy)
+
     async def prepare(
-        self, spec: FlowSpec, flow_id: str, input: Any, options: StartFlowOptions
+        self,
+        spec: FlowSpec,
+        flow_id: str,
+        input: Any,
+        options: StartFlowOptions,
+        *,
+        store_blobs: bool = True,
     ) -> StartRequest:
-        """Validate a start and encode it; hard-delete initial values are stored now.
+        """Validate a start and encode it; hard-delete initial values are stored now (unless
+        ``store_blobs`` is False: they keep the value stored for the Flow ID).
 
         The seed: a start that then fails because the Flow ID is running still overwrites the
         running Flow's hard-delete value (one stored value per Flow ID and key).
@@ -103,7 +165,9 @@ class Starter:
                 input=encoded,
                 phase=spec.steps[spec.start_step].first_phase,
             )
-        writes = await effects.encode_writes(self._blobs, spec, flow_id, initial)
+        writes = await effects.encode_writes(
+            self._blobs, spec, flow_id, initial, store_blobs=store_blobs
+        )
         return StartRequest(
             flow_id=flow_id,
             flow_type=spec.flow_type,
@@ -117,3 +181,9 @@ class Starter:
             writes=tuple(w for w in writes if w.value is not None or w.blob),
             start_step=start_step,
         )
+
+
+def _is_hard_delete(spec: FlowSpec, key: Any) -> bool:
+    """Return True when an initial-Attributes key names a hard-delete Attribute or map."""
+    state = spec.state(key.partition("/")[0]) if isinstance(key, str) else None
+    return state is not None and state.hard_delete_on_null

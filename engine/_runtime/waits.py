@@ -1,17 +1,19 @@
-"""Durable waits on Channel conditions: turning a Wait into its spec, and completing it.
+"""Durable waits on Channel and SubFlow conditions: a Wait's spec, and completing it.
 
-A Step whose Wait has Channel conditions is parked here after the commit that records the
-wait. Its wait is tried (a commit unit that decides readiness under the run's lock and
-consumes in the same transaction) when it begins, whenever a commit publishes to one of its
-queues, and at each of its Timers' deadlines. Nothing polls.
+A Step whose Wait has Channel or SubFlow conditions is parked here after the commit that
+records the wait (and starts its children). Its wait is tried (a commit unit that decides
+readiness under the run's lock and consumes in the same transaction) when it begins, whenever
+a commit publishes to one of its queues or closes one of its children, and at each of its
+Timers' deadlines. Nothing polls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,25 +21,38 @@ from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import TimerHandle, TimerQueue
 from engine._storage import commits, waits
-from engine._storage.records import WaitingStep
+from engine._storage.records import StartRequest, WaitingStep
 from engine.channel import ChannelCondition, _Channel
 from engine.clock import Clock, to_micros
 from engine.errors import DefinitionError, InvalidStepResultError
+from engine.subflow import SubFlowCondition
 from engine.timer import Timer
 from engine.wait import Wait
 
 log = logging.getLogger("dexlite.waits")
 
-TRIES = "Channel waits being tried"
+TRIES = "durable waits being tried"
 
 
-def wait_spec(wait: Wait, channels: Mapping[str, _Channel[Any]], started_at: int) -> dict[str, Any]:
+def wait_spec(
+    wait: Wait,
+    channels: Mapping[str, _Channel[Any]],
+    started_at: int,
+    children: Sequence[StartRequest] = (),
+) -> dict[str, Any]:
     """Return the JSON spec of ``wait``, begun at ``started_at`` (µs).
 
-    Raises InvalidStepResultError when a condition names a Channel the Flow does not declare.
+    ``children`` are the start requests of the wait's SubFlows, by index (argument order,
+    depth first). Raises InvalidStepResultError when a condition names a Channel the Flow does
+    not declare.
     """
+    indexes = itertools.count()
 
     def node(condition: Any) -> dict[str, Any]:
+        if isinstance(condition, SubFlowCondition):
+            index = next(indexes)
+            child = children[index]
+            return {"subflow": index, "flowType": child.flow_type, "flowId": child.flow_id}
         if isinstance(condition, Timer):
             return {"timer": to_micros(condition.duration.total_seconds())}
         if isinstance(condition, ChannelCondition):
@@ -64,11 +79,12 @@ def wait_spec(wait: Wait, channels: Mapping[str, _Channel[Any]], started_at: int
 class _Watched:
     waiting: WaitingStep
     queues: set[tuple[str, str]]
+    children: set[str]
     timers: list[TimerHandle] = field(default_factory=list)
 
 
 class ChannelWaits:
-    """The Step executions of this process waiting on Channel conditions."""
+    """The Step executions of this process waiting on Channel or SubFlow conditions."""
 
     def __init__(
         self, *, committer: Committer, timers: TimerQueue, activity: Activity, clock: Clock
@@ -79,6 +95,7 @@ class ChannelWaits:
         self._clock = clock
         self._watched: dict[str, _Watched] = {}
         self._by_queue: dict[tuple[str, str, str], set[str]] = {}
+        self._by_child: dict[str, set[str]] = {}
         self._trying: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
 
@@ -87,10 +104,13 @@ class ChannelWaits:
         try it at once, since its messages may already be there."""
         step_id = waiting.step.id
         self.forget(step_id)
-        watched = _Watched(waiting, waits.queues(waiting.spec))
+        children = {n["runId"] for n in waits.subflows(waiting.spec) if n.get("runId")}
+        watched = _Watched(waiting, waits.queues(waiting.spec), children)
         self._watched[step_id] = watched
         for channel, instance in watched.queues:
             self._by_queue.setdefault((waiting.step.run_id, channel, instance), set()).add(step_id)
+        for child in children:
+            self._by_child.setdefault(child, set()).add(step_id)
         now = to_micros(self._clock.now())
         for deadline in waits.deadlines(waiting.spec):
             if deadline > now:
@@ -103,6 +123,11 @@ class ChannelWaits:
         for channel, instance in queues:
             for step_id in list(self._by_queue.get((run_id, channel, instance), ())):
                 self._try(step_id)
+
+    def closed(self, run_id: str) -> None:
+        """Try the waits on a child run a commit just closed."""
+        for step_id in list(self._by_child.get(run_id, ())):
+            self._try(step_id)
 
     def forget(self, step_id: str) -> None:
         """Stop watching an execution whose wait completed, or which ended."""
@@ -118,6 +143,12 @@ class ChannelWaits:
                 ids.discard(step_id)
                 if not ids:
                     del self._by_queue[(run_id, channel, instance)]
+        for child in watched.children:
+            ids = self._by_child.get(child)
+            if ids is not None:
+                ids.discard(step_id)
+                if not ids:
+                    del self._by_child[child]
 
     async def close(self) -> None:
         """Stop trying waits; they are tried again on the next start."""

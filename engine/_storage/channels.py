@@ -130,6 +130,14 @@ def waiting_spec(conn: Connection, step_id: str) -> str | None:
     return spec
 
 
+_SET_SPEC = update(_sw).where(_sw.c.step_id == bindparam("b_id")).values(spec=bindparam("b_spec"))
+
+
+def update_wait(conn: Connection, step: QueuedStep, spec: str) -> None:
+    """Record what a wait has seen so far (children seen closed) in its spec."""
+    conn.execute(_SET_SPEC, {"b_id": step.id, "b_spec": spec})
+
+
 def end_wait(conn: Connection, step: QueuedStep, consumed: str) -> None:
     """Record what a completed wait consumed and move the execution to ``execute``."""
     conn.execute(_SET_CONSUMED, {"b_id": step.id, "b_consumed": consumed})

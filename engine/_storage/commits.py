@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from sqlalchemy import Connection, delete, select
 
-from engine._storage import channels, rows
+from engine._storage import channels, rows, starts
 from engine._storage import tables as t
 from engine._storage.effects import apply_effects, complete_if_met
 from engine._storage.records import (
@@ -28,14 +28,12 @@ from engine._storage.records import (
     RunClose,
     RunStatus,
     StagedEffects,
-    StartOutcome,
     StartRequest,
     StepClose,
     execution_id,
 )
 from engine._storage.rows import LockedRun
-from engine.errors import FlowAlreadyStartedError, FlowNotActiveOrNotFoundError
-from engine.options import IdReusePolicy
+from engine.errors import FlowNotActiveOrNotFoundError
 
 Unit = Callable[[Connection], CommitResult]
 
@@ -63,91 +61,10 @@ def start_run(request: StartRequest, now: int) -> Unit:
     """Create a run with its initial Attributes and start Step, honouring ID reuse."""
 
     def unit(conn: Connection) -> CommitResult:
-        outcome, changes = insert_run(conn, request, now)
+        outcome, changes = starts.insert_run(conn, request, now)
         return CommitResult(tuple(changes), outcome)
 
     return unit
-
-
-def insert_run(
-    conn: Connection, request: StartRequest, now: int
-) -> tuple[StartOutcome, list[RunChange]]:
-    """Start ``request`` inside the caller's transaction (a start, or a parent Step's commit).
-
-    Returns the outcome and the runs it changed: the new run, and the run it terminated under
-    TERMINATE_IF_RUNNING. Raises FlowAlreadyStartedError when the ID reuse policy refuses.
-    """
-    for _ in range(2):  # a second round only after losing the race to create a new Flow ID
-        latest = rows.lock_latest_run(conn, request.flow_id)
-        changes: list[RunChange] = []
-        if latest is not None:
-            same_request = (
-                request.request_id is not None and latest.request_id == request.request_id
-            )
-            if same_request and request.ignore_already_started:
-                return StartOutcome(latest.run_id, False), []
-            changes.extend(_make_room(conn, request, latest, now))
-        # The run goes in first: flows.latest_run_id refers to it.
-        rows.insert_run(conn, request, now)
-        if latest is None:
-            if not rows.claim_flow_id(conn, request):
-                # Another start created this Flow ID first: undo ours and decide again, now
-                # under the lock of its row.
-                rows.delete_run(conn, request.run_id)
-                continue
-        else:
-            rows.point_flow_at(conn, request)
-        rows.apply_writes(conn, request.run_id, request.writes, now)
-        start_steps = () if request.start_step is None else (request.start_step,)
-        rows.insert_steps(conn, start_steps, now)
-        event = {
-            "flowType": request.flow_type,
-            "requestId": request.request_id,
-            "initialAttributes": rows.written_keys(request.writes),
-        }
-        rows.add_history(conn, request.run_id, [("FLOW_STARTED", event)], now)
-        changes.append(
-            RunChange(
-                flow_id=request.flow_id,
-                flow_type=request.flow_type,
-                run_id=request.run_id,
-                writes=request.writes,
-                queued_steps=start_steps,
-                started=True,
-                timeout_at=request.timeout_at,
-            )
-        )
-        return StartOutcome(request.run_id, True), changes
-    raise AssertionError("a Flow ID row exists after losing the race to create it")
-
-
-def _make_room(
-    conn: Connection, request: StartRequest, latest: rows.LatestRun, now: int
-) -> list[RunChange]:
-    """Apply the ID reuse policy to the Flow ID's latest run: refuse, or terminate it."""
-    policy = request.id_reuse_policy
-    if latest.is_running:
-        if policy != IdReusePolicy.TERMINATE_IF_RUNNING:
-            raise FlowAlreadyStartedError(
-                f"Flow {request.flow_id} is already running (run {latest.run_id})",
-                flow_id=request.flow_id,
-                run_id=latest.run_id,
-            )
-        close = RunClose(
-            RunStatus.TERMINATED,
-            error_message="terminated by a new start (TERMINATE_IF_RUNNING)",
-        )
-        return [apply_effects(conn, latest, StagedEffects(decision=close), now)]
-    if policy == IdReusePolicy.REJECT_DUPLICATE or (
-        policy == IdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY and latest.status == RunStatus.COMPLETED
-    ):
-        raise FlowAlreadyStartedError(
-            f"Flow ID {request.flow_id} was used by run {latest.run_id} ({latest.status}) and "
-            f"the ID reuse policy {policy} refuses a new run",
-            flow_id=request.flow_id,
-            run_id=latest.run_id,
-        )
-    return []
 
 
 # -- handlers' effects ------------------------------------------------------------------------
@@ -167,15 +84,15 @@ def commit_rpc(
                 flow_id=flow_id,
                 operation="invokeRpc",
             )
-        change = apply_effects(conn, run, effects, now)
+        changes = apply_effects(conn, run, effects, now)
         event = {
             "rpc": rpc_name,
             "attributes": rows.written_keys(effects.writes),
-            "canceledSteps": [execution_id(i) for i in change.ended_step_ids],
+            "canceledSteps": [execution_id(i) for i in changes[0].ended_step_ids],
             "nextSteps": [s.step_type for s in effects.next_steps],
         }
         rows.add_history(conn, run_id, [("RPC_COMMITTED", event)], now)
-        return CommitResult((change,))
+        return CommitResult(tuple(changes))
 
     return unit
 
@@ -187,7 +104,7 @@ def commit_step(*, run_id: str, attempt: int, effects: StagedEffects, now: int) 
 
     def unit(conn: Connection) -> CommitResult:
         run = _current_attempt(conn, run_id, decision.step_id, attempt)
-        return CommitResult((apply_effects(conn, run, effects, now),))
+        return CommitResult(tuple(apply_effects(conn, run, effects, now)))
 
     return unit
 
@@ -242,7 +159,7 @@ def stop_run(
             raise FlowNotActiveOrNotFoundError(
                 f"Flow {flow_id} has no active run", flow_id=flow_id, operation="stopFlow"
             )
-        return CommitResult((apply_effects(conn, run, staged, now),), run.run_id)
+        return CommitResult(tuple(apply_effects(conn, run, staged, now)), run.run_id)
 
     return unit
 
@@ -261,10 +178,10 @@ def set_attributes(
                 flow_id=flow_id,
                 operation="setAttributes",
             )
-        change = apply_effects(conn, run, effects, now)
+        changes = apply_effects(conn, run, effects, now)
         event = {"attributes": rows.written_keys(effects.writes), "erase": closed_erase}
         rows.add_history(conn, run_id, [("ATTRIBUTES_SET", event)], now)
-        return CommitResult((change,))
+        return CommitResult(tuple(changes))
 
     return unit
 
@@ -306,8 +223,8 @@ def publish_message(
             raise FlowNotActiveOrNotFoundError(
                 f"Flow {flow_id} has no active run", flow_id=flow_id, operation="publishToChannel"
             )
-        change = apply_effects(conn, run, StagedEffects(channel_publications=(publication,)), now)
-        return CommitResult((change,), change.message_ids[0])
+        changes = apply_effects(conn, run, StagedEffects(channel_publications=(publication,)), now)
+        return CommitResult(tuple(changes), changes[0].message_ids[0])
 
     return unit
 
@@ -325,7 +242,7 @@ def delete_message(*, flow_id: str, run_id: str, deletion: ChannelDeletion, now:
                 operation="deleteChannelMessage",
             )
         effects = StagedEffects(channel_deletions=(deletion,), strict_deletions=True)
-        return CommitResult((apply_effects(conn, run, effects, now),))
+        return CommitResult(tuple(apply_effects(conn, run, effects, now)))
 
     return unit
 

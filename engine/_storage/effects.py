@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 
 from engine._ids import new_ordered_id, state_key
 from engine._outcomes import OutcomeKind
-from engine._storage import channels, rows, waits
+from engine._storage import channels, rows, starts, subflows, waits
 from engine._storage.records import (
     ChannelDeletion,
     ChannelPublication,
@@ -36,12 +36,15 @@ from engine._storage.rows import LockedRun
 from engine.errors import ChannelMessageNotFoundError
 
 
-def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now: int) -> RunChange:
+def apply_effects(
+    conn: Connection, run: LockedRun, effects: StagedEffects, now: int
+) -> list[RunChange]:
     """Apply ``effects`` to a locked, open run in the seed's order; return what changed.
 
-    The caller checked its preconditions after locking the run (the run is open, a Step
-    attempt is still current). The decision's own history event is written here; a unit
-    without a decision (an RPC, a client write) records its event itself.
+    The run's own change comes first; SubFlows a wait starts add the runs they changed. The
+    caller checked its preconditions after locking the run (the run is open, a Step attempt
+    is still current). The decision's own history event is written here; a unit without a
+    decision (an RPC, a client write) records its event itself.
     """
     decision = effects.decision
     deciding = isinstance(decision, StepClose | EnterExecute | EnterWait)
@@ -63,6 +66,7 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
     ended = list(canceled)
     queued = list(effects.next_steps)
     waiting: list[WaitingStep] = []
+    others: list[RunChange] = []
     closed: RunStatus | None = None
     if isinstance(decision, StepClose):
         ended.append(decision.step_id)
@@ -80,7 +84,6 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
         rows.add_history(conn, run.run_id, [("STEP_WAITING", event)], now)
     elif isinstance(decision, EnterWait):
         rows.requeue_step(conn, decision.step)
-        channels.start_wait(conn, decision.step, json.dumps(decision.spec, separators=(",", ":")))
         event = {
             "stepType": decision.step.step_type,
             "stepExecutionId": decision.step.execution_id,
@@ -89,7 +92,10 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
             "attributes": rows.written_keys(effects.writes),
         }
         rows.add_history(conn, run.run_id, [("STEP_WAITING", event)], now)
-        # Messages already pending may meet the wait at once: consume them in this commit.
+        others.extend(_start_subflows(conn, run, decision, now))
+        channels.start_wait(conn, decision.step, json.dumps(decision.spec, separators=(",", ":")))
+        # Messages already pending (or children already closed) may meet the wait at once:
+        # it completes in this commit.
         execute = complete_if_met(conn, run, decision.step, decision.spec, now)
         if execute is not None:
             queued.append(execute)
@@ -107,7 +113,7 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
                 error_message=decision.error_message,
             )
         )
-    return RunChange(
+    change = RunChange(
         flow_id=run.flow_id,
         flow_type=run.flow_type,
         run_id=run.run_id,
@@ -121,22 +127,67 @@ def apply_effects(conn: Connection, run: LockedRun, effects: StagedEffects, now:
         message_ids=message_ids,
         waiting=tuple(waiting),
     )
+    return [change, *others]
+
+
+def _start_subflows(
+    conn: Connection, run: LockedRun, decision: EnterWait, now: int
+) -> list[RunChange]:
+    """Start (or attach to) the wait's children and note each child run in the spec."""
+    nodes = {node["subflow"]: node for node in waits.subflows(decision.spec)}
+    changes: list[RunChange] = []
+    events = []
+    for start in decision.subflows:
+        child_run, action, started = starts.start_subflow(conn, run, decision.step, start, now)
+        node = nodes[start.index]
+        node["runId"] = child_run
+        changes.extend(started)
+        event = {
+            "stepType": decision.step.step_type,
+            "stepExecutionId": decision.step.execution_id,
+            "index": start.index,
+            "flowType": start.request.flow_type,
+            "flowId": start.request.flow_id,
+            "runId": child_run,
+        }
+        events.append((action, event))
+    rows.add_history(conn, run.run_id, events, now)
+    return changes
 
 
 def complete_if_met(
     conn: Connection, run: LockedRun, step: QueuedStep, spec: dict[str, Any], now: int
 ) -> QueuedStep | None:
-    """Complete a waiting execution's wait if the queues and the time meet it now.
+    """Complete a waiting execution's wait if the queues, its children and the time meet it.
 
     The winning conditions' messages are consumed and the execution moves to ``execute``, all
-    in the caller's transaction; returns that execute attempt, or None when the wait is not met.
+    in the caller's transaction; returns that execute attempt, or None when the wait is not
+    met. Children seen closed for the first time get a SUBFLOW_CLOSED event either way.
     """
+    nodes = waits.subflows(spec)
+    states = subflows.statuses(conn, [n["runId"] for n in nodes if n.get("runId")])
+    closed = {run_id for run_id, status in states.items() if status != RunStatus.RUNNING}
+    events = []
+    for node in nodes:
+        if node.get("runId") in closed and not node.get("closedSeen"):
+            node["closedSeen"] = True
+            event = {
+                "stepType": step.step_type,
+                "stepExecutionId": step.execution_id,
+                "index": node["subflow"],
+                "flowId": node["flowId"],
+                "runId": node["runId"],
+                "status": str(states[node["runId"]]),
+            }
+            events.append(("SUBFLOW_CLOSED", event))
     counts = channels.queue_sizes(conn, run.run_id, waits.queues(spec))
-    taken = waits.plan(spec, counts, now)
+    taken = waits.plan(spec, counts, closed, now)
     if taken is None:
+        rows.add_history(conn, run.run_id, events, now)
+        if events:
+            channels.update_wait(conn, step, json.dumps(spec, separators=(",", ":")))
         return None
     consumed: dict[str, list[Any]] = {}
-    events = []
     for (channel, instance), count in taken:
         messages = channels.take_messages(conn, run.run_id, channel, instance, count)
         key = state_key(channel, instance)
@@ -148,11 +199,24 @@ def complete_if_met(
             "messageIds": [message_id for message_id, _ in messages],
         }
         events.append(("CHANNEL_CONSUMED", event))
-    text = json.dumps(consumed, separators=(",", ":"))
+    children = subflows.results(conn, [n["runId"] for n in nodes if n.get("runId")])
+    results = {str(n["subflow"]): children.get(n.get("runId", ""), _unstarted(n)) for n in nodes}
+    text = json.dumps({"channels": consumed, "subflows": results}, separators=(",", ":"))
     execute = replace(step, phase=Phase.EXECUTE, attempt=1, due_at=None, consumed=text)
     channels.end_wait(conn, execute, text)
     rows.add_history(conn, run.run_id, events, now)
     return execute
+
+
+def _unstarted(node: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "flowId": node["flowId"],
+        "runId": node.get("runId") or "",
+        "status": str(RunStatus.RUNNING),
+        "completions": [],
+        "errorType": None,
+        "errorMessage": None,
+    }
 
 
 def _close_step(

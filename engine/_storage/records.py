@@ -14,6 +14,7 @@ from typing import Any
 from engine._outcomes import OutcomeKind
 from engine.attribute import IndexType
 from engine.options import IdReusePolicy
+from engine.subflow import SubFlowReusePolicy
 
 
 class RunStatus(enum.StrEnum):
@@ -265,12 +266,23 @@ class RunClose:
 
 
 @dataclass(slots=True)
+class SubFlowStart:
+    """A child run to start (or attach to) for the SubFlow condition at ``index`` of a wait."""
+
+    index: int
+    request: StartRequest
+    policy: SubFlowReusePolicy
+
+
+@dataclass(slots=True)
 class EnterWait:
-    """A ``wait_for`` result with Channel conditions: ``step`` (phase WAITING) waits durably
-    on ``spec``, the condition tree as JSON data with the wait's start time."""
+    """A ``wait_for`` result with Channel or SubFlow conditions: ``step`` (phase WAITING) waits
+    durably on ``spec``, the condition tree as JSON data with the wait's start time; its
+    ``subflows`` start in the same commit."""
 
     step: QueuedStep
     spec: dict[str, Any]
+    subflows: tuple[SubFlowStart, ...] = ()
 
     @property
     def step_id(self) -> str:

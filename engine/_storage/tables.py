@@ -106,6 +106,18 @@ class StepCounterRow(SQLModel, table=True):
     count: int
 
 
+class SubFlowLinkRow(SQLModel, table=True):
+    """Who started a SubFlow run: the parent's Flow ID, run, Step execution and condition index."""
+
+    __tablename__ = "subflow_links"
+
+    child_run_id: str = Field(primary_key=True, foreign_key="runs.run_id")
+    parent_flow_id: str = Field(index=True)
+    parent_run_id: str
+    parent_step_execution_id: str
+    condition_index: int
+
+
 class StepWaitRow(SQLModel, table=True):
     """The durable wait of a Step execution on Channel conditions (and Timers).
 
@@ -216,6 +228,7 @@ step_executions = StepExecutionRow.__table__  # type: ignore[attr-defined]
 history = HistoryRow.__table__  # type: ignore[attr-defined]
 step_waits = StepWaitRow.__table__  # type: ignore[attr-defined]
 step_counters = StepCounterRow.__table__  # type: ignore[attr-defined]
+subflow_links = SubFlowLinkRow.__table__  # type: ignore[attr-defined]
 channel_messages = ChannelMessageRow.__table__  # type: ignore[attr-defined]
 search_values = SearchValueRow.__table__  # type: ignore[attr-defined]
 search_keywords = SearchKeywordRow.__table__  # type: ignore[attr-defined]

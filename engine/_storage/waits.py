@@ -5,8 +5,10 @@ wait's start time. Whether it is met is decided from the queues' pending counts 
 alone, inside the commit that consumes the messages, so the decision and the consumption are
 one transaction.
 
-Nodes: ``{"mode": "ALL" | "ANY" | "SKIP", "conditions": [...]}``, ``{"timer": µs}`` and
-``{"channel": name, "instance": key, "atLeast": n, "atMost": m | null}``.
+Nodes: ``{"mode": "ALL" | "ANY" | "SKIP", "conditions": [...]}``, ``{"timer": µs}``,
+``{"channel": name, "instance": key, "atLeast": n, "atMost": m | null}`` and
+``{"subflow": index, "flowType": ..., "flowId": ..., "runId": ...}`` (the child run it waits
+for, known once the commit that begins the wait started or attached it).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Any
 Queue = tuple[str, str]
 Take = list[tuple[Queue, int]]
 
-#: Order of kinds when several conditions of an ANY are ready at once (SubFlows come third).
-_TIMER, _CHANNEL = 0, 1
+#: Order of kinds when several conditions of an ANY are ready at once.
+_TIMER, _CHANNEL, _SUBFLOW = 0, 1, 2
 
 
 def queues(spec: dict[str, Any]) -> set[Queue]:
@@ -34,6 +36,20 @@ def queues(spec: dict[str, Any]) -> set[Queue]:
     return found
 
 
+def subflows(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the SubFlow nodes of the wait, in index order."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if "subflow" in node:
+            found.append(node)
+        for child in node.get("conditions", ()):
+            walk(child)
+
+    walk(spec["root"])
+    return sorted(found, key=lambda node: node["subflow"])
+
+
 def deadlines(spec: dict[str, Any]) -> list[int]:
     """Return the times (µs) at which a Timer of the wait becomes ready, earliest first."""
     found: list[int] = []
@@ -48,16 +64,17 @@ def deadlines(spec: dict[str, Any]) -> list[int]:
     return sorted(found)
 
 
-def plan(spec: dict[str, Any], counts: dict[Queue, int], now: int) -> Take | None:
+def plan(spec: dict[str, Any], counts: dict[Queue, int], closed: set[str], now: int) -> Take | None:
     """Return how many messages each queue gives up if the wait is met at ``now``, else None.
 
-    ``counts`` are the pending counts of the wait's queues. An ANY takes its winner only:
-    among the ready conditions, Timers before Channels, then argument order. An ALL takes from
-    every condition; conditions on one queue first reserve their lower bounds, then take what
-    more they may in argument order.
+    ``counts`` are the pending counts of the wait's queues, ``closed`` the child runs of its
+    SubFlows that have closed. An ANY takes its winner only: among the ready conditions,
+    Timers, then Channels, then SubFlows, then argument order. An ALL takes from every
+    condition; conditions on one queue first reserve their lower bounds, then take what more
+    they may in argument order.
     """
     available = dict(counts)
-    taken = _ready(spec["root"], available, now, spec["startedAt"])
+    taken = _ready(spec["root"], available, _Moment(now, spec["startedAt"], closed))
     if taken is None:
         return None
     merged: dict[Queue, int] = {}
@@ -66,12 +83,23 @@ def plan(spec: dict[str, Any], counts: dict[Queue, int], now: int) -> Take | Non
     return [(queue, count) for queue, count in merged.items() if count]
 
 
-def _ready(
-    node: dict[str, Any], available: dict[Queue, int], now: int, started: int
-) -> Take | None:
+class _Moment:
+    """What readiness is judged against: the time, the wait's start, the closed child runs."""
+
+    __slots__ = ("now", "started", "closed")
+
+    def __init__(self, now: int, started: int, closed: set[str]) -> None:
+        self.now = now
+        self.started = started
+        self.closed = closed
+
+
+def _ready(node: dict[str, Any], available: dict[Queue, int], at: _Moment) -> Take | None:
     """Return what ``node`` takes when it is met, taking it from ``available``; else None."""
     if "timer" in node:
-        return [] if now >= started + node["timer"] else None
+        return [] if at.now >= at.started + node["timer"] else None
+    if "subflow" in node:
+        return [] if node.get("runId") in at.closed else None
     if "channel" in node:
         queue = (node["channel"], node["instance"])
         pending = available.get(queue, 0)
@@ -84,19 +112,17 @@ def _ready(
     if node["mode"] == "SKIP" or not conditions:
         return []
     if node["mode"] == "ALL":
-        return _all(conditions, available, now, started)
+        return _all(conditions, available, at)
     for index in sorted(range(len(conditions)), key=lambda i: (_rank(conditions[i]), i)):
         trial = dict(available)
-        taken = _ready(conditions[index], trial, now, started)
+        taken = _ready(conditions[index], trial, at)
         if taken is not None:
             available.update(trial)
             return taken
     return None
 
 
-def _all(
-    conditions: list[dict[str, Any]], available: dict[Queue, int], now: int, started: int
-) -> Take | None:
+def _all(conditions: list[dict[str, Any]], available: dict[Queue, int], at: _Moment) -> Take | None:
     trial = dict(available)
     taken: list[list[Any]] = []
     channels: list[tuple[int, dict[str, Any]]] = []
@@ -109,7 +135,7 @@ def _all(
             taken.append([queue, node["atLeast"]])
             channels.append((len(taken) - 1, node))
             continue
-        nested = _ready(node, trial, now, started)
+        nested = _ready(node, trial, at)
         if nested is None:
             return None
         taken.extend([queue, count] for queue, count in nested)
@@ -129,5 +155,7 @@ def _rank(node: dict[str, Any]) -> int:
         return _TIMER
     if "channel" in node:
         return _CHANNEL
+    if "subflow" in node:
+        return _SUBFLOW
     children = node.get("conditions", [])
     return min((_rank(child) for child in children), default=_TIMER)

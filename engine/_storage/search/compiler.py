@@ -1,8 +1,9 @@
 """Check a parsed query against the index keys' types and compile it to SQLAlchemy Core.
 
 The result is one boolean condition on the ``runs`` table. System fields are columns of
-``runs``; an index key becomes ``run_id IN (SELECT run_id FROM search_values WHERE key = ...)``
-(or the KEYWORD_ARRAY / FULL_TEXT tables). Every value is a bound parameter: the query text
+``runs`` (ParentFlowId one of ``subflow_links``, compared like an index key); an index key
+becomes ``run_id IN (SELECT run_id FROM search_values WHERE key = ...)`` (or the
+KEYWORD_ARRAY / FULL_TEXT tables). Every value is a bound parameter: the query text
 never reaches SQL.
 
 Semantics, all two-valued so that NOT is an exact complement:
@@ -62,7 +63,25 @@ INT64_MAX = 2**63 - 1
 
 
 def _system_column(name: str) -> Any:
-    return t.runs.c[SYSTEM_FIELDS[name].column]
+    """The field's value for the run being matched (a correlated subquery for a linked row)."""
+    field = SYSTEM_FIELDS[name]
+    if field.table == "runs":
+        return t.runs.c[field.column]
+    links = t.subflow_links
+    return (
+        select(links.c[field.column])
+        .where(links.c.child_run_id == t.runs.c.run_id)
+        .scalar_subquery()
+    )
+
+
+def _linked_runs(name: str, condition: Any = None) -> Any:
+    """``run_id IN`` the linked rows whose field meets ``condition`` (every one when None)."""
+    links = t.subflow_links
+    rows = select(links.c.child_run_id)
+    if condition is not None:
+        rows = rows.where(condition)
+    return t.runs.c.run_id.in_(rows)
 
 
 _ORDERED = ("=", "!=", "<", "<=", ">", ">=", "IN", "BETWEEN", "IS NULL")
@@ -138,6 +157,8 @@ def order_keys(items: tuple[OrderItem, ...]) -> tuple[OrderKey, ...]:
         if item.field == "CloseTime":
             # An open run has not closed yet: it sorts as if it closed at the end of time.
             column = func.coalesce(column, INT64_MAX)
+        elif SYSTEM_FIELDS[item.field].nullable:
+            column = func.coalesce(column, "")  # a run without a parent sorts first
         keys.append(OrderKey(item.field, column, item.descending, int if kind == DATETIME else str))
     if "RunId" not in seen:
         keys.append(OrderKey("RunId", t.runs.c.run_id, True, str))
@@ -282,8 +303,10 @@ class _Compiler:
 
     def present(self, field: str, kind: IndexType) -> Any:
         if field in SYSTEM_FIELDS:
-            column = _system_column(field)
-            return column.is_not(None) if field == "CloseTime" else true()
+            system = SYSTEM_FIELDS[field]
+            if system.table != "runs":
+                return _linked_runs(field)
+            return _system_column(field).is_not(None) if system.nullable else true()
         sv = t.search_values
         return t.runs.c.run_id.in_(select(sv.c.run_id).where(sv.c.key == field, sv.c.type == kind))
 
@@ -312,9 +335,14 @@ class _Compiler:
 
     def system(self, node: Predicate, kind: IndexType) -> Any:
         assert not isinstance(node, IsNull)
+        system = SYSTEM_FIELDS[node.field]
+        if system.table != "runs":
+            # Like an index key: false for a run without the row, so NOT is an exact complement.
+            links = t.subflow_links
+            return _linked_runs(node.field, self.condition(links.c[system.column], node, kind))
         column = _system_column(node.field)
         condition = self.condition(column, node, kind)
-        if node.field == "CloseTime":
+        if system.nullable:
             # Two-valued even for open runs (NULL), so NOT stays an exact complement.
             return and_(column.is_not(None), condition)
         return condition

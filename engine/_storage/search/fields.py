@@ -10,14 +10,21 @@ from engine.attribute import IndexType
 
 @dataclass(frozen=True)
 class SystemField:
-    """A field every run has: its name in queries, how it compares, its column of ``runs``."""
+    """A field of every run: its name in queries, how it compares, and where it is stored.
+
+    Most are columns of ``runs``; ParentFlowId is a column of ``subflow_links``, the row a
+    SubFlow run has (keyed by the child's run ID). A ``nullable`` field may be unset.
+    """
 
     name: str
     type: IndexType
     column: str
+    table: str = "runs"
+    nullable: bool = False
 
 
-#: By name, in the order error messages list them. CloseTime is NULL while the run is open.
+#: By name, in the order error messages list them. CloseTime is NULL while the run is open;
+#: ParentFlowId is unset unless the run is a SubFlow.
 SYSTEM_FIELDS: dict[str, SystemField] = {
     field.name: field
     for field in (
@@ -26,7 +33,10 @@ SYSTEM_FIELDS: dict[str, SystemField] = {
         SystemField("RunId", IndexType.KEYWORD, "run_id"),
         SystemField("Status", IndexType.KEYWORD, "status"),
         SystemField("StartTime", IndexType.DATETIME, "started_at"),
-        SystemField("CloseTime", IndexType.DATETIME, "closed_at"),
+        SystemField("CloseTime", IndexType.DATETIME, "closed_at", nullable=True),
+        SystemField(
+            "ParentFlowId", IndexType.KEYWORD, "parent_flow_id", "subflow_links", nullable=True
+        ),
     )
 }
 

@@ -32,6 +32,8 @@ class FoundRun:
     started_at: int
     closed_at: int | None
     indexed: dict[str, Any]
+    parent_flow_id: str | None = None
+    parent_run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,17 @@ async def _page(
         .limit(limit)
         .cte("page")
     )
-    sv = t.search_values
-    query = select(page, sv.c.key.label("index_key"), sv.c.value.label("index_value")).select_from(
-        page.outerjoin(sv, sv.c.run_id == page.c.run_id)
+    sv, links = t.search_values, t.subflow_links
+    query = select(
+        page,
+        links.c.parent_flow_id,
+        links.c.parent_run_id,
+        sv.c.key.label("index_key"),
+        sv.c.value.label("index_value"),
+    ).select_from(
+        page.outerjoin(links, links.c.child_run_id == page.c.run_id).outerjoin(
+            sv, sv.c.run_id == page.c.run_id
+        )
     )
     async with db.connect() as conn:
         rows = (await conn.execute(query)).all()
@@ -130,6 +140,8 @@ async def _page(
                 row.started_at,
                 row.closed_at,
                 {},
+                row.parent_flow_id,
+                row.parent_run_id,
             )
             entry = found[row.run_id] = (run, [getattr(row, f"k{i}") for i in range(len(order))])
         if row.index_key is not None:
