@@ -71,6 +71,29 @@ def three_step_sync(x: int) -> int:
 
 
 @DBOS.workflow()
+async def leaf_async(x: int, operation: str) -> int:
+    """A child workflow of one checkpointed step: ``operation`` applied to x."""
+    return await async_leaf_step(x, operation)
+
+
+@DBOS.step()
+async def async_leaf_step(x: int, operation: str) -> int:
+    """The child's step (``async def``)."""
+    return {"add_one": x + 1, "double": x * 2, "sub_one": x - 1}[operation]
+
+
+@DBOS.workflow()
+async def fan_out_async(x: int) -> int:
+    """Start three child workflows, then complete with the sum of their results (the same
+    arithmetic as dexlite's FanOutFlow)."""
+    handles = [
+        await DBOS.start_workflow_async(leaf_async, x, operation)
+        for operation in ("add_one", "double", "sub_one")
+    ]
+    return sum([await handle.get_result() for handle in handles])
+
+
+@DBOS.workflow()
 def inbox_loop(ack: bool) -> dict[str, Any]:
     """Receive messages on INBOX_TOPIC until a negative one (or a timeout); tally them.
 

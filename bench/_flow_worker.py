@@ -4,10 +4,13 @@
 unmeasured then N measured 3-Step Flows to completion, at most CONCURRENCY in flight, on a
 SQLite file in DIR, and prints one ``FLOWJSON {...}`` line with the figures. SIDE is
 ``dexlite`` (an in-process engine.Engine) or ``dbos`` (DBOS Transact, system database on
-SQLite); STEPS is ``async`` (``async def`` Steps) or ``def``. ``--wal`` (DBOS only) switches the
-fresh DBOS database file to WAL before DBOS opens it; DBOS leaves SQLite's default rollback
-journal otherwise. Each run is a fresh interpreter on a fresh directory, so neither side
-inherits the other's (or an earlier scenario's) threads, caches or garbage.
+SQLite); STEPS is ``async`` (``async def`` Steps) or ``def``, or ``subflows``: instead of the
+3-Step Flow, a parent that starts three one-Step children and completes with the sum of their
+outputs (``async def`` throughout; DBOS: a workflow starting three child workflows).
+``--wal`` (DBOS only) switches the fresh DBOS database file to WAL before DBOS opens it; DBOS
+leaves SQLite's default rollback journal otherwise. Each run is a fresh interpreter on a fresh
+directory, so neither side inherits the other's (or an earlier scenario's) threads, caches or
+garbage.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench._flows import FanOutFlow, LeafFlow, fan_out_expected
 from engine import Context, Flow, Step, StepDecision, StepList, go_to, graceful_complete
 
 MARKER = "FLOWJSON "
@@ -108,7 +112,8 @@ def _cpu_seconds() -> float:
 class Tally:
     """Latencies and outcomes of the measured Flows."""
 
-    def __init__(self) -> None:
+    def __init__(self, expect: Callable[[int], int]) -> None:
+        self.expect = expect
         self.latencies: list[float] = []
         self.ok = 0
         self.wrong: list[str] = []
@@ -118,17 +123,25 @@ class Tally:
         """Record one Flow: ``outcome`` is its final status, ``value`` its output."""
         with self._lock:
             self.latencies.append(seconds)
-            if outcome == "ok" and value == expected(x):
+            if outcome == "ok" and value == self.expect(x):
                 self.ok += 1
             elif len(self.wrong) < 5:
                 self.wrong.append(f"flow {x}: {outcome} {value!r}")
 
 
+def _expectation(steps: str) -> Callable[[int], int]:
+    return fan_out_expected if steps == "subflows" else expected
+
+
 async def _drive_async(
-    one: Callable[[int], Awaitable[tuple[str, Any]]], first: int, n: int, concurrency: int
+    one: Callable[[int], Awaitable[tuple[str, Any]]],
+    first: int,
+    n: int,
+    concurrency: int,
+    expect: Callable[[int], int] = expected,
 ) -> tuple[Tally, float, float]:
     """Run ``one(x)`` for x in [first, first + n) with at most ``concurrency`` in flight."""
-    tally = Tally()
+    tally = Tally(expect)
     gate = asyncio.Semaphore(concurrency)
 
     async def timed(x: int) -> None:
@@ -147,7 +160,7 @@ def _drive_threads(
     one: Callable[[int], tuple[str, Any]], first: int, n: int, concurrency: int
 ) -> tuple[Tally, float, float]:
     """Run ``one(x)`` for x in [first, first + n) on ``concurrency`` threads."""
-    tally = Tally()
+    tally = Tally(expected)
 
     def timed(x: int) -> None:
         started = time.perf_counter()
@@ -172,12 +185,18 @@ def _journal_mode(path: Path) -> str:
 async def _run_dexlite(args: argparse.Namespace) -> dict[str, Any]:
     import engine
 
-    flow: Flow[int] = ThreeStepAsyncFlow() if args.steps == "async" else ThreeStepSyncFlow()
+    flow: Flow[Any] = {
+        "async": ThreeStepAsyncFlow,
+        "def": ThreeStepSyncFlow,
+        "subflows": FanOutFlow,
+    }[args.steps]()
+    flows: list[Flow[Any]] = [flow, LeafFlow()] if args.steps == "subflows" else [flow]
+    expect = _expectation(args.steps)
     db_path = Path(args.dir) / "dexlite.db"
     config = engine.EngineConfig(
         database_url=f"sqlite+aiosqlite:///{db_path}", blob_dir=str(Path(args.dir) / "blobs")
     )
-    async with engine.Engine(engine.Registry([flow]), config) as eng:
+    async with engine.Engine(engine.Registry(flows), config) as eng:
 
         async def one(x: int) -> tuple[str, Any]:
             flow_id = f"flow-{x}"
@@ -192,28 +211,32 @@ async def _run_dexlite(args: argparse.Namespace) -> dict[str, Any]:
             outputs = [c.output for c in result.completions]
             return "ok", outputs[0] if len(outputs) == 1 else outputs
 
-        await _drive_async(one, -args.warmup, args.warmup, args.concurrency)
-        tally, wall, cpu = await _drive_async(one, 0, args.n, args.concurrency)
+        await _drive_async(one, -args.warmup, args.warmup, args.concurrency, expect)
+        tally, wall, cpu = await _drive_async(one, 0, args.n, args.concurrency, expect)
 
         # Count from the database what the waits reported: every run, warm-up included.
-        completed, token = 0, ""
-        while True:
-            page = await eng.search_flows(
-                "Status = 'COMPLETED'", 1000, token, flow_type=flow.flow_type()
-            )
-            completed += len(page.flows)
-            token = page.next_page_token or ""
-            if not token:
-                break
+        completed = await _count_completed(eng, flow.flow_type())
+        children = await _count_completed(eng, LeafFlow.flow_type())
     return {
         "tally": tally,
         "wall": wall,
         "cpu": cpu,
         "stored_completed": completed - args.warmup,
+        "stored_children_completed": children - 3 * args.warmup if args.steps == "subflows" else 0,
         "journal_mode": _journal_mode(db_path),
         "synchronous": "FULL (EngineConfig default)",
         "driver": f"asyncio, {args.concurrency} in flight: start_flow + wait_for_flow",
     }
+
+
+async def _count_completed(eng: Any, flow_type: str) -> int:
+    completed, token = 0, ""
+    while True:
+        page = await eng.search_flows("Status = 'COMPLETED'", 1000, token, flow_type=flow_type)
+        completed += len(page.flows)
+        token = page.next_page_token or ""
+        if not token:
+            return completed
 
 
 # -- DBOS -------------------------------------------------------------------------------------
@@ -238,15 +261,21 @@ def _run_dbos(args: argparse.Namespace) -> dict[str, Any]:
     )
     try:
         DBOS.launch()
-        if args.steps == "async":
+        if args.steps in ("async", "subflows"):
+            workflow = (
+                _dbos_flows.fan_out_async
+                if args.steps == "subflows"
+                else _dbos_flows.three_step_async
+            )
+            expect = _expectation(args.steps)
 
             async def one_async(x: int) -> tuple[str, Any]:
-                handle = await DBOS.start_workflow_async(_dbos_flows.three_step_async, x)
+                handle = await DBOS.start_workflow_async(workflow, x)
                 return "ok", await handle.get_result()
 
             async def both() -> tuple[Tally, float, float]:
-                await _drive_async(one_async, -args.warmup, args.warmup, args.concurrency)
-                return await _drive_async(one_async, 0, args.n, args.concurrency)
+                await _drive_async(one_async, -args.warmup, args.warmup, args.concurrency, expect)
+                return await _drive_async(one_async, 0, args.n, args.concurrency, expect)
 
             tally, wall, cpu = asyncio.run(both())
             driver = f"asyncio, {args.concurrency} in flight: start_workflow_async + get_result"
@@ -259,7 +288,12 @@ def _run_dbos(args: argparse.Namespace) -> dict[str, Any]:
             _drive_threads(one_sync, -args.warmup, args.warmup, args.concurrency)
             tally, wall, cpu = _drive_threads(one_sync, 0, args.n, args.concurrency)
             driver = f"{args.concurrency} client threads: start_workflow + get_result"
-        stored = DBOS.list_workflows(status="SUCCESS", load_input=False, load_output=False)
+        stored = DBOS.list_workflows(
+            status="SUCCESS", has_parent=False, load_input=False, load_output=False
+        )
+        children = DBOS.list_workflows(
+            status="SUCCESS", has_parent=True, load_input=False, load_output=False
+        )
     finally:
         DBOS.destroy(destroy_registry=True)
     return {
@@ -267,6 +301,9 @@ def _run_dbos(args: argparse.Namespace) -> dict[str, Any]:
         "wall": wall,
         "cpu": cpu,
         "stored_completed": len(stored) - args.warmup,
+        "stored_children_completed": (
+            len(children) - 3 * args.warmup if args.steps == "subflows" else 0
+        ),
         "journal_mode": _journal_mode(db_path),
         "synchronous": "FULL (SQLite default; DBOS sets none)",
         "driver": driver,
@@ -277,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one side and print its figures as one JSON line."""
     parser = argparse.ArgumentParser(prog="python -m bench._flow_worker")
     parser.add_argument("side", choices=["dexlite", "dbos"])
-    parser.add_argument("steps", choices=["async", "def"])
+    parser.add_argument("steps", choices=["async", "def", "subflows"])
     parser.add_argument("n", type=int)
     parser.add_argument("concurrency", type=int)
     parser.add_argument("warmup", type=int)

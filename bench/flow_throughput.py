@@ -1,4 +1,5 @@
-"""Flow throughput (3-Step Flows to completion) vs DBOS Transact on the same SQLite file system.
+"""Flow throughput (3-Step Flows to completion) vs DBOS Transact on the same SQLite file system,
+and a parent with three SubFlows (child workflows on DBOS) against the 3-Step Flow.
 
 Both sides run the same shape of work: a Flow (a DBOS workflow) of three trivial Steps A → B → C
 (x + 1, x * 2, x - 1), N of them started with at most CONCURRENCY in flight, each awaited to
@@ -9,6 +10,11 @@ start call to its result (p50/p99).
   synchronous=FULL, one writer with group commit); ``start_flow`` then
   ``wait_for_flow(wait_seconds=60)`` from asyncio tasks. Once with ``async def`` Steps, once
   with ``def`` Steps (those run in the engine's Step threads).
+- SubFlows: a parent Flow whose one Step waits for three one-Step child Flows
+  (``Wait.all_of`` of three ``SubFlow.run``; x + 1, x * 2, x - 1) and completes with their
+  sum, so each parent is four runs and four Steps; DBOS: a workflow that starts three child
+  workflows of one step each and sums their results. The parent-with-3-children rate is also
+  shown against the 3-Step Flow's of the same run.
 - DBOS Transact for Python (the ``bench`` extra), system database on SQLite: an ``async def``
   workflow driven by ``start_workflow_async`` + ``get_result`` from asyncio tasks, and a ``def``
   workflow driven by ``start_workflow`` + ``get_result`` from CONCURRENCY client threads. DBOS
@@ -51,6 +57,8 @@ VARIANTS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("DBOS def+threads", "dbos", "def", ()),
     ("DBOS async WAL", "dbos", "async", ("--wal",)),
     ("DBOS def WAL", "dbos", "def", ("--wal",)),
+    ("dexlite 3 SubFlows", "dexlite", "subflows", ()),
+    ("DBOS 3 children", "dbos", "subflows", ()),
 ]
 
 #: (dexlite label, DBOS label) pairs whose ratios are printed.
@@ -59,6 +67,7 @@ PAIRS = [
     ("dexlite def", "DBOS def+threads"),
     ("dexlite async def", "DBOS async WAL"),
     ("dexlite def", "DBOS def WAL"),
+    ("dexlite 3 SubFlows", "DBOS 3 children"),
 ]
 
 
@@ -131,7 +140,10 @@ def main(quick: bool) -> dict[str, Any]:
             **best,
             "rounds_flows_per_second": rates,
             "all_rounds_completed": all(
-                r["completed_ok"] == r["flows"] == r["stored_completed"] for r in done
+                r["completed_ok"] == r["flows"] == r["stored_completed"]
+                and r["stored_children_completed"]
+                == (3 * r["flows"] if r["steps"] == "subflows" else 0)
+                for r in done
             ),
         }
 
@@ -190,6 +202,16 @@ def main(quick: bool) -> dict[str, Any]:
         print(
             "  dexlite def / async def Steps: Flows/s "
             f"{ratios['dexlite def / async def: flows_per_second']:.2f}x"
+        )
+    if "dexlite 3 SubFlows" in runs and "dexlite async def" in runs:
+        key = "dexlite 3 SubFlows / 3-Step async def: flows_per_second"
+        ratios[key] = ratio(
+            runs["dexlite 3 SubFlows"]["flows_per_second"],
+            runs["dexlite async def"]["flows_per_second"],
+        )
+        print(
+            "  dexlite parent with 3 SubFlows (4 runs, 4 Steps) / 3-Step Flow: Flows/s "
+            f"{ratios[key]:.2f}x"
         )
     print(f"  every Flow completed with the right output: {'yes' if all_ok else 'NO'}")
     return {

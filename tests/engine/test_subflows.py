@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from engine import (
+    Channel,
     Context,
     DefinitionError,
     Engine,
@@ -29,6 +30,7 @@ from engine import (
     SubFlowReusePolicy,
     Timer,
     Wait,
+    go_to,
     graceful_complete,
 )
 from engine.testing import settle
@@ -446,3 +448,68 @@ async def test_parentflowid_compares_with_strings(engine_config: EngineConfig) -
     async with running_engine(flows(), engine_config) as eng:
         with pytest.raises(InvalidArgumentError, match="ParentFlowId compares with"):
             await eng.search_flows("ParentFlowId = 5")
+
+
+# -- ready at once: Channels are chosen before SubFlows --------------------------------------
+
+
+class Gate(Step[None]):
+    def wait_for(self, context: Context, input: None) -> Wait:
+        return Wait.until(self.flow.go.for_one())
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return go_to(Pick)
+
+
+class Pick(Step[None]):
+    def wait_for(self, context: Context, input: None) -> Wait:
+        child = SubFlow.run(
+            ChildFlow, ChildInput(tag="ranked"), SubFlowOptions(reuse_policy=ATTACH)
+        )
+        return Wait.any_of(child, self.flow.extra.for_one())
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return graceful_complete(
+            {
+                "consumed": list(self.flow.extra.results(context)),
+                "left": self.flow.extra.size(context),
+                "child": str(SubFlow.get_condition_results(context).status),
+            }
+        )
+
+
+class RankedFlow(Flow[None]):
+    go = Channel("go", str)
+    extra = Channel("extra", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Gate()).other_steps(Pick())
+
+
+async def test_a_channel_ready_with_a_closed_child_wins_and_consumes(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([RankedFlow(), ChildFlow()], engine_config) as eng:
+        first = await eng.start_flow(RankedFlow, "ranked")
+        await eng.publish_to_channel("ranked", RankedFlow.go, "now")
+        await settle(eng)
+        # The child closes after the wait began: it wins alone, nothing is consumed.
+        result = await eng.wait_for_flow("ranked")
+        assert result.completions[0].output == {"consumed": [], "left": 0, "child": "COMPLETED"}
+        # The Flow ID runs again: its Pick-1 meets the completed child (ATTACH: its result,
+        # ready as the wait begins) while a message already waits in "extra". Channels are
+        # chosen before SubFlows, so the message is consumed.
+        options = StartFlowOptions(id_reuse_policy=IdReusePolicy.ALLOW_DUPLICATE)
+        second = await eng.start_flow(RankedFlow, "ranked", None, options)
+        assert second.run_id != first.run_id
+        await eng.publish_to_channel("ranked", RankedFlow.extra, "first")
+        await eng.publish_to_channel("ranked", RankedFlow.go, "now")
+        await settle(eng)
+        result = await eng.wait_for_flow("ranked")
+        assert result.run_id == second.run_id
+        assert result.completions[0].output == {
+            "consumed": ["first"],
+            "left": 0,
+            "child": "COMPLETED",
+        }
+        assert len(await runs_of(eng, "SubFlow:ranked-Pick-1-0")) == 1
