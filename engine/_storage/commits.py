@@ -281,6 +281,8 @@ def purge_closed_runs(*, before: int, limit: int) -> Unit:
             t.search_texts,
         ):
             conn.execute(delete(table).where(table.c.run_id.in_(ids)))
+        links = t.subflow_links  # a purged child's; a purged parent's children keep its name
+        conn.execute(delete(links).where(links.c.child_run_id.in_(ids)))
         gone: list[str] = list(
             conn.execute(
                 select(t.flows.c.flow_id).where(t.flows.c.latest_run_id.in_(ids))

@@ -23,6 +23,8 @@ from engine import (
     graceful_complete,
 )
 from tests.conftest import running_engine
+from tests.support.subflow_app import ParentFlow
+from tests.support.subflow_app import flows as subflow_flows
 
 
 class Finish(Step[None]):
@@ -104,3 +106,29 @@ async def test_retention_none_keeps_closed_runs(engine_config: EngineConfig) -> 
         clock.advance(timedelta(days=365).total_seconds())
         assert await eng.purge_closed_runs() == 0
         assert (await eng.describe_flow("kept")).status == "COMPLETED"
+
+
+async def test_purged_subflows_leave_no_link_and_a_purged_parent_keeps_its_childs_link(
+    engine_config: EngineConfig,
+) -> None:
+    clock = ManualClock()
+    async with running_engine(subflow_flows(), _config(engine_config, clock)) as eng:
+        # "done" and its child close now; "waiting" stays open on a child that holds.
+        await eng.start_flow(ParentFlow, "done", {"children": 1})
+        await eng.start_flow(ParentFlow, "waiting", {"children": 1, "outcome": "hold"})
+        await clock.settle()
+        assert (await eng.wait_for_flow("done")).status == "COMPLETED"
+        await clock.advance_when_idle(timedelta(days=8).total_seconds())
+        assert await _gone(eng, "done") and await _gone(eng, "SubFlow:done-FanOut-1-0")
+        assert [f.flow_id for f in (await eng.search_flows("ParentFlowId = 'done'")).flows] == []
+        # An open parent and its open child stay, still linked.
+        held = await eng.search_flows("ParentFlowId = 'waiting'")
+        assert [(f.flow_id, f.status) for f in held.flows] == [
+            ("SubFlow:waiting-FanOut-1-0", "RUNNING")
+        ]
+        # A child outlives its purged parent and still names it.
+        await eng.stop_flow("waiting")
+        await clock.advance_when_idle(timedelta(days=8).total_seconds())
+        assert await _gone(eng, "waiting")
+        child = await eng.describe_flow("SubFlow:waiting-FanOut-1-0")
+        assert (child.status, child.parent_flow_id) == ("RUNNING", "waiting")
