@@ -226,6 +226,17 @@ async def test_a_parent_that_closes_leaves_its_running_child_running(
         assert child.completions[0].output == {"tag": "c0", "secret": None}
 
 
+async def test_a_child_times_out_by_its_options_and_the_parent_reads_it(settings: Any) -> None:
+    config, clock = manual_clock_config(settings)
+    async with running_engine(flows(), config) as eng:
+        await start_parent(eng, "slow", outcome="hold", child_timeout_seconds=90)
+        await clock.advance_when_idle(89)
+        assert (await eng.describe_flow(child_id("slow"))).status == "RUNNING"
+        await clock.advance_when_idle(1)
+        [seen] = await parent_saw(eng, "slow")
+        assert (seen["status"], seen["outputs"]) == ("TIMED_OUT", [])
+
+
 # -- the seed's reuse-policy table ----------------------------------------------------------
 
 #: (existing child, policy) -> what the second parent run's SubFlow start does.

@@ -79,12 +79,20 @@ class ParentInput(_Model):
     #: With a value, the wait is any_of(Timer of that many seconds, children...).
     race_timer_seconds: float | None = None
     secret: str | None = None
+    child_timeout_seconds: float | None = None
 
 
 class FanOut(Step[ParentInput]):
     def wait_for(self, context: Context, input: ParentInput) -> Wait:
         initial = {} if input.secret is None else {"secret": input.secret}
-        options = SubFlowOptions(reuse_policy=input.policy, initial_attributes=initial)
+        timeout = (
+            None
+            if input.child_timeout_seconds is None
+            else timedelta(seconds=input.child_timeout_seconds)
+        )
+        options = SubFlowOptions(
+            reuse_policy=input.policy, initial_attributes=initial, timeout=timeout
+        )
         children = [
             SubFlow.run(ChildFlow, ChildInput(tag=f"c{i}", outcome=input.outcome), options)
             for i in range(input.children)
