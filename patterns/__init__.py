@@ -19,6 +19,8 @@ from patterns.primitives.rpc_canceling_steps import flow as report
 from patterns.primitives.rpc_canceling_steps import routes as report_routes
 from patterns.primitives.stream import flow as progress
 from patterns.primitives.stream import routes as progress_routes
+from patterns.primitives.subflow import flow as subflow
+from patterns.primitives.subflow import routes as subflow_routes
 from patterns.primitives.timer import flow as timer
 from patterns.primitives.timer import routes as timer_routes
 from patterns.sequentially_chunked_attribute_map import flow as chunked
@@ -36,6 +38,8 @@ def bundled_flows() -> list[Flow[Any]]:
         report.ReportFlow(),
         channel.ChannelFlow(),
         timer.TimerFlow(),
+        subflow.FanOutFlow(),
+        subflow.SquareFlow(),
     ]
 
 
@@ -50,4 +54,5 @@ def bundled_routers() -> list[APIRouter]:
         report_routes.router,
         channel_routes.router,
         timer_routes.router,
+        subflow_routes.router,
     ]

@@ -24,6 +24,10 @@
 // names, in its order. `flow.messageIdParam` names the param that a pending message's "Use ID"
 // button fills, on the routes that have it. `nextPage` says which response field holds the next
 // page token and which param it fills.
+//
+// For every Flow it shows, the panel's "SubFlows" box names the parent (describeFlow's
+// parentFlowId) and lists the children (SearchFlows on ParentFlowId); their buttons open that
+// Flow in the panel, in place of the form's Flow, until the form's Flow changes or is called.
 
 const $ = (id) => document.getElementById(id);
 
@@ -34,6 +38,8 @@ const HISTORY_MAX_PAGES = 10;
 const HISTORY_SHOWN = 50;
 // A queue can outgrow any page too: the Channels box shows its oldest pending messages only.
 const CHANNEL_MESSAGES_SHOWN = 20;
+// A fan-out can outgrow any page too: the SubFlows box reads one page of child runs.
+const SUBFLOWS_PAGE_SIZE = 100;
 // A Stream can outgrow any page: the live box keeps the newest messages only.
 const STREAM_SHOWN = 200;
 // Retry a refused or broken follow after this long, doubling up to the maximum.
@@ -55,6 +61,8 @@ const state = {
   values: new Map(),
   // Each refresh gets a number; a slower, older refresh must not overwrite a newer one.
   refreshSeq: 0,
+  // A Flow opened from the panel (a parent or a SubFlow); empty: the form's Flow.
+  panelFlowId: "",
 };
 
 const routeKey = (example, route) => `${example.id}/${route.id}`;
@@ -152,6 +160,7 @@ function selectRoute(example, route) {
   $("example-about").hidden = !example.description;
   $("example-description").textContent = example.description ?? "";
   renderFields();
+  state.panelFlowId = "";
   $("route-form").hidden = false;
   // A result belongs to the route that produced it; hide it rather than mislead.
   $("request-card").hidden = true;
@@ -196,7 +205,7 @@ function renderFields() {
       if (p.name === example.flow?.flowIdParam) shareFlowId(input.value);
     });
     // The state panel follows the Flow ID field, so show the newly named Flow at once.
-    if (p.name === example.flow?.flowIdParam) input.addEventListener("change", refreshState);
+    if (p.name === example.flow?.flowIdParam) input.addEventListener("change", showFormFlow);
     field.append(label, input);
     if (p.description) field.append(el("p", { id: `${id}-help`, class: "help" }, p.description));
     fields.append(field);
@@ -306,7 +315,8 @@ async function send(event) {
     button.disabled = false;
     $("response-card").removeAttribute("aria-busy");
   }
-  refreshState();
+  // The call acted on the form's Flow, so that is the state worth seeing now.
+  showFormFlow();
 }
 
 function renderResponse(route, res, text, ms) {
@@ -413,10 +423,14 @@ function problemNote(res) {
 
 async function refreshState() {
   const seq = ++state.refreshSeq;
-  const flowId = currentFlowId();
+  const formFlowId = currentFlowId();
+  const flowId = state.panelFlowId || formFlowId;
+  // The catalog's Attributes, Streams and Channels describe the form's Flow only.
+  const own = flowId === formFlowId;
   $("state-flow-id").textContent = flowId || "—";
-  followStreams(flowId);
-  const wantsChannels = Boolean(flowId && state.example.flow.channels);
+  $("state-opened").hidden = own;
+  followStreams(own ? flowId : "");
+  const wantsChannels = Boolean(own && flowId && state.example.flow.channels);
   $("channels-box").hidden = !wantsChannels;
   if (!wantsChannels) $("channels").replaceChildren();
   if (!flowId) {
@@ -425,17 +439,21 @@ async function refreshState() {
     $("attributes").parentElement.hidden = true;
     $("history-note").textContent = "";
     $("history").replaceChildren();
+    $("subflows-box").hidden = true;
     return;
   }
   const names = new URLSearchParams();
-  for (const name of state.example.flow.attributes ?? []) names.append("name", name);
-  const [attrs, history, channels] = await Promise.all([
+  // Another Flow type need not have the example's Attributes: no names reads all of its own.
+  if (own) for (const name of state.example.flow.attributes ?? []) names.append("name", name);
+  const [attrs, history, channels, family] = await Promise.all([
     getJSON(`/api/v1/flows/${encodeURIComponent(flowId)}/attributes?${names}`),
     loadHistory(flowId),
     wantsChannels ? loadChannels(flowId, state.example.flow.channels) : null,
+    loadFamily(flowId),
   ]);
   if (seq !== state.refreshSeq) return;
   if (channels) renderChannels(channels);
+  renderFamily(flowId, family);
 
   // Unset Attributes are absent from values, so an empty object needs saying in words.
   const empty = attrs.ok && !Object.keys(attrs.data.values ?? {}).length;
@@ -465,6 +483,93 @@ async function refreshState() {
     }
     list.append(item);
   }
+}
+
+// ---------- SubFlows ----------
+
+// Follow the form's Flow again (after a call, or when its Flow ID changes).
+function showFormFlow() {
+  state.panelFlowId = "";
+  refreshState();
+}
+
+// Show another Flow in the panel: a parent or a SubFlow of the Flow shown now.
+function openInPanel(flowId) {
+  state.panelFlowId = flowId === currentFlowId() ? "" : flowId;
+  refreshState();
+  // The pressed button is about to be replaced; keep the keyboard in the panel.
+  $("state-title").focus();
+}
+
+// A SearchFlows string literal: a backslash or quote in the Flow ID must not end it.
+const queryString = (text) => `'${text.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`;
+
+// Describe the Flow (its parent) and search its children. SearchFlows returns every run of a
+// child Flow ID, newest first here, so the first run of each ID is the one to list.
+async function loadFamily(flowId) {
+  const qs = new URLSearchParams({
+    query: `ParentFlowId = ${queryString(flowId)} ORDER BY StartTime DESC`,
+    pageSize: String(SUBFLOWS_PAGE_SIZE),
+  });
+  const [info, found] = await Promise.all([
+    getJSON(`/api/v1/flows/${encodeURIComponent(flowId)}`),
+    getJSON(`/api/v1/flows?${qs}`),
+  ]);
+  const children = [];
+  const seen = new Set();
+  for (const run of (found.ok ? found.data.flows : null) ?? []) {
+    if (seen.has(run.flowId)) continue;
+    seen.add(run.flowId);
+    children.push(run);
+  }
+  // A SubFlow's ID ends with its index in the Wait: numeric order puts -2 before -10.
+  children.sort((a, b) => a.flowId.localeCompare(b.flowId, "en", { numeric: true }));
+  return { info, found, children, more: Boolean(found.ok && found.data.nextPageToken) };
+}
+
+function renderFamily(flowId, { info, found, children, more }) {
+  const parentId = (info.ok && info.data.parentFlowId) || "";
+  const runId = info.ok ? info.data.runId : "";
+  const parent = $("subflow-parent");
+  parent.hidden = !parentId;
+  parent.replaceChildren();
+  if (parentId) {
+    const open = el("button", { type: "button", class: "small",
+                                "aria-label": `Open parent Flow ${parentId}` }, "Open parent");
+    open.addEventListener("click", () => openInPanel(parentId));
+    parent.append("SubFlow of ", el("code", { class: "sf-parent-id" }, parentId), " ", open);
+  }
+  const list = $("subflows");
+  list.replaceChildren();
+  list.setAttribute("aria-label", `SubFlows of ${flowId}`);
+  for (const child of children) {
+    const open = el("button", { type: "button", class: "small sf-open",
+                                "aria-label": `Open SubFlow ${child.flowId}` }, "Open");
+    open.addEventListener("click", () => openInPanel(child.flowId));
+    const item = el("li", { class: "subflow", "data-flow-id": child.flowId },
+      el("code", { class: "sf-id" }, child.flowId),
+      el("span", { class: `sf-status st-${child.status.toLowerCase()}` }, child.status), open);
+    // With ATTACH, or after a parent run that started fewer children, a child's latest run
+    // may belong to an earlier run of this Flow.
+    if (runId && child.parentRunId !== runId) {
+      item.append(el("span", { class: "sf-earlier muted small-text" }, "from an earlier run"));
+    }
+    list.append(item);
+  }
+  list.hidden = !children.length;
+  let note = "";
+  if (!found.ok) note = problemNote(found);
+  else if (children.length) {
+    const counts = new Map();
+    for (const child of children) counts.set(child.status, (counts.get(child.status) ?? 0) + 1);
+    const byStatus = [...counts].map(([status, n]) => `${n} ${status}`).join(", ");
+    note = `${children.length} SubFlow${children.length === 1 ? "" : "s"}: ${byStatus}.`;
+    if (more) note += ` Read from the newest ${SUBFLOWS_PAGE_SIZE} child runs only.`;
+  }
+  $("subflows-note").textContent = note;
+  $("subflows-note").hidden = !note;
+  // A Flow with neither a parent nor children has nothing to show here.
+  $("subflows-box").hidden = !parentId && !children.length && (found.ok || !info.ok);
 }
 
 // ---------- Channels ----------
@@ -763,10 +868,11 @@ $("reset").addEventListener("click", () => {
   const flowParam = state.example.flow?.flowIdParam;
   const fresh = paramValues(state.example, state.route)[flowParam];
   if (fresh !== undefined) shareFlowId(fresh);
-  refreshState();
+  showFormFlow();
 });
 $("copy").addEventListener("click", copyCurl);
 $("refresh").addEventListener("click", refreshState);
+$("state-back").addEventListener("click", showFormFlow);
 // A new token must reach the live Stream view, which connects with it.
 $("token").addEventListener("change", refreshState);
 loadCatalog();

@@ -113,7 +113,7 @@ class SubFlowLinkRow(SQLModel, table=True):
 
     child_run_id: str = Field(primary_key=True, foreign_key="runs.run_id")
     parent_flow_id: str = Field(index=True)
-    parent_run_id: str
+    parent_run_id: str = Field(index=True)
     parent_step_execution_id: str
     condition_index: int
 

@@ -1,5 +1,5 @@
-"""The Attribute and Channel primitive examples, run from the playground in real headless
-Chromium."""
+"""The Attribute, Channel and SubFlow primitive examples, run from the playground in real
+headless Chromium."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ KEY = "sk-browser-not-a-real-key"
 CHANNEL = "/primitives/channel"
 QUEUED = '#channels .channel[data-channel="queued-messages"]'
 PRIORITIZED = '#channels .channel[data-channel="prioritized-messages"]'
+SUBFLOW = "/primitives/subflow"
+SUBFLOWS = "#subflows .subflow"
 
 
 def test_the_attribute_example_starts_and_reads_its_attributes_from_the_page(page: Page) -> None:
@@ -169,3 +171,144 @@ def test_the_channels_box_fits_a_375px_wide_screen(narrow_page: Page, api: httpx
     listed = api.get(f"{CHANNEL}/queues", params={"flowId": flow_id}).json()
     last_id = listed["queued"]["messages"][-1]["messageId"]
     expect(page.get_by_label(re.compile(r"^messageId\b"))).to_have_value(last_id)
+
+
+def child(parent: str, index: int) -> str:
+    return f"SubFlow:{parent}-FanOut-1-{index}"
+
+
+def test_the_subflow_example_lists_the_children_opens_one_and_goes_back_to_the_parent(
+    page: Page,
+) -> None:
+    flow_id = "browser-subflow"
+    ids = [child(flow_id, i) for i in range(4)]
+    open_route(page, "subflow/start")
+    fill(page, flowId=flow_id, children="4", failIndex="2")
+    status, started = send(page)
+    assert (status, started["flowId"], started["started"]) == (201, flow_id, True)
+
+    page.get_by_role("link", name=re.compile("The parent's result")).click()
+    expect(page.get_by_label("flowId")).to_have_value(flow_id)
+    status, result = send(page)  # waits for the parent to close, so every child has closed
+    assert (status, result["status"], result["runId"]) == (200, "COMPLETED", started["runId"])
+    assert result["output"]["squares"] == [1, 4, None, 16]
+    assert result["output"]["children"][2]["errorType"] == "SquareRefused"
+    # The panel refreshed after the call: the parent's children, in index order.
+    children = page.locator(SUBFLOWS)
+    expect(page.get_by_role("heading", name="SubFlows")).to_be_visible()
+    expect(children.locator(".sf-id")).to_have_text(ids)
+    expect(children.locator(".sf-status")).to_have_text(
+        ["COMPLETED", "COMPLETED", "FAILED", "COMPLETED"]
+    )
+    expect(page.locator("#subflows-note")).to_have_text("4 SubFlows: 3 COMPLETED, 1 FAILED.")
+    expect(page.locator("#subflow-parent")).to_be_hidden()
+    expect(page.locator("#state-opened")).to_be_hidden()
+    expect(page.locator("#attributes")).to_contain_text('"primitive-subflow-status": "completed"')
+    expect(page.locator("#history .ev-type", has_text="SUBFLOW_CLOSED")).to_have_count(4)
+
+    page.get_by_role("link", name=re.compile("List the children")).click()
+    status, listed = send(page)
+    assert status == 200
+    assert [c["flowId"] for c in listed["children"]] == ids
+    assert {(c["parentFlowId"], c["parentRunId"]) for c in listed["children"]} == {
+        (flow_id, started["runId"])
+    }
+    assert [c["output"] and c["output"]["square"] for c in listed["children"]] == [1, 4, None, 16]
+
+    # Open a child: the panel shows it (all of its Attributes), and names its parent.
+    page.get_by_role("button", name=f"Open SubFlow {ids[1]}").click()
+    expect(page.locator("#state-flow-id")).to_have_text(ids[1])
+    expect(page.locator("#state-title")).to_be_focused()
+    expect(page.locator("#state-opened")).to_be_visible()
+    expect(page.locator("#attributes")).to_contain_text('"primitive-subflow-square": 4')
+    expect(page.locator("#attributes")).not_to_contain_text("primitive-subflow-status")
+    expect(page.locator("#subflow-parent")).to_have_text(re.compile(f"^SubFlow of {flow_id}"))
+    expect(children).to_have_count(0)
+    expect(page.locator("#subflows-note")).to_be_hidden()
+    expect(page.locator("#history .ev-type", has_text="FLOW_STARTED")).to_have_count(1)
+    # The form still names the parent: the panel opened the child on its own.
+    expect(page.get_by_label("flowId")).to_have_value(flow_id)
+
+    page.get_by_role("button", name=f"Open parent Flow {flow_id}").click()
+    expect(page.locator("#state-flow-id")).to_have_text(flow_id)
+    expect(page.locator("#state-opened")).to_be_hidden()
+    expect(page.locator("#subflow-parent")).to_be_hidden()
+    expect(children.locator(".sf-id")).to_have_text(ids)
+    expect(page.locator("#attributes")).to_contain_text('"primitive-subflow-status": "completed"')
+
+    # The failed child has no Attribute set; Back returns to the form's Flow.
+    page.get_by_role("button", name=f"Open SubFlow {ids[2]}").click()
+    expect(page.locator("#state-flow-id")).to_have_text(ids[2])
+    expect(page.locator("#attributes-note")).to_contain_text("No Attribute is set yet.")
+    page.get_by_role("button", name="Back to the form's Flow").click()
+    expect(page.locator("#state-flow-id")).to_have_text(flow_id)
+    expect(children).to_have_count(4)
+
+    # A call acts on the form's Flow, so the panel goes back to it.
+    page.get_by_role("button", name=f"Open SubFlow {ids[3]}").click()
+    expect(page.locator("#state-flow-id")).to_have_text(ids[3])
+    send(page)
+    expect(page.locator("#state-flow-id")).to_have_text(flow_id)
+    expect(page.locator("#state-opened")).to_be_hidden()
+
+    # describeFlow of a child names the parent run too.
+    page.get_by_role("link", name=re.compile("Describe a child")).click()
+    fill(page, childFlowId=ids[0])
+    status, described = send(page)
+    assert status == 200
+    assert (described["parentFlowId"], described["parentRunId"]) == (flow_id, started["runId"])
+
+    # A Flow with neither a parent nor children shows no SubFlows box.
+    page.get_by_role("link", name=re.compile("Timer status")).click()
+    expect(page.locator("#subflows-box")).to_be_hidden()
+
+
+def test_the_subflows_box_fits_a_375px_wide_screen(narrow_page: Page, api: httpx.Client) -> None:
+    page = narrow_page
+    flow_id = "browser-subflow-narrow-with-a-rather-long-flow-id-for-wrapping"
+    started = api.post(f"{SUBFLOW}/start", params={"flowId": flow_id}, json={"children": 12})
+    assert started.status_code == 201, started.text
+    done = api.get(f"{SUBFLOW}/result", params={"flowId": flow_id, "waitSeconds": 10})
+    assert done.json()["status"] == "COMPLETED", done.text
+    open_route(page, "subflow/children")
+    fill(page, flowId=flow_id)
+    page.get_by_role("button", name="Refresh").click()
+    children = page.locator(SUBFLOWS)
+    # Numeric order: index 2 comes before index 10.
+    expect(children.locator(".sf-id")).to_have_text([child(flow_id, i) for i in range(12)])
+    widths = page.evaluate(
+        "() => ({doc: document.documentElement.scrollWidth, body: document.body.scrollWidth,"
+        " view: document.documentElement.clientWidth})"
+    )
+    assert widths["view"] == 375
+    assert widths["doc"] <= widths["view"] and widths["body"] <= widths["view"], widths
+    for control in (
+        page.locator("#subflows-box"),
+        children.first,
+        children.first.locator(".sf-id"),
+        children.first.locator(".sf-status"),
+        children.first.get_by_role("button"),
+    ):
+        box = control.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375, box
+    # The buttons work by keyboard too, in both directions.
+    children.nth(10).get_by_role("button").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#state-flow-id")).to_have_text(child(flow_id, 10))
+    parent = page.get_by_role("button", name=f"Open parent Flow {flow_id}")
+    box = parent.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375, box
+    parent.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#state-flow-id")).to_have_text(flow_id)
+
+    # A new parent run with fewer children: the two it did not start are the earlier run's.
+    again = api.post(f"{SUBFLOW}/start", params={"flowId": flow_id}, json={"children": 10})
+    assert again.status_code == 201, again.text
+    done = api.get(f"{SUBFLOW}/result", params={"flowId": flow_id, "waitSeconds": 10})
+    assert done.json()["runId"] == again.json()["runId"], done.text
+    page.get_by_role("button", name="Refresh").click()
+    earlier = children.filter(has=page.locator(".sf-earlier"))
+    expect(earlier.locator(".sf-id")).to_have_text([child(flow_id, 10), child(flow_id, 11)])
+    expect(earlier.first.locator(".sf-earlier")).to_have_text("from an earlier run")
+    expect(children).to_have_count(12)

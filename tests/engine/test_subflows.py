@@ -106,6 +106,9 @@ async def test_fan_out_of_50_children_with_all_of(engine_config: EngineConfig) -
         assert kinds.index("STEP_CLOSED") > max(
             i for i, k in enumerate(kinds) if k == "SUBFLOW_CLOSED"
         )
+        by_run = await eng.search_flows(f"ParentRunId = '{parent_run}'", page_size=100)
+        assert len(by_run.flows) == 50
+        assert (await eng.search_flows("ParentRunId = 'nope'")).flows == []
         # Each child says who its parent is; SearchFlows filters on ParentFlowId.
         info = await eng.describe_flow(child_id("fan", 7))
         assert (info.parent_flow_id, info.parent_run_id) == ("fan", parent_run)
@@ -305,6 +308,11 @@ async def test_the_reuse_policy_table(
             before = "TERMINATED" if expected == "terminate and start" else first_status
             assert runs == [(first_child, before), (new_child, "COMPLETED")]
         assert meeting.details["runId"] == seen["runId"]
+        # ParentRunId names the run that started a child: an attached child is not the new one's.
+        mine = await eng.search_flows(f"ParentRunId = '{second_parent}'")
+        assert [f.run_id for f in mine.flows] == (
+            [seen["runId"]] if meeting.event_type == "SUBFLOW_STARTED" else []
+        )
         info = await eng.describe_flow(child, seen["runId"])
         # The run the second parent started names it; an attached run keeps its first parent.
         started_by = second_parent if meeting.event_type == "SUBFLOW_STARTED" else first_parent

@@ -1,7 +1,7 @@
 """Check a parsed query against the index keys' types and compile it to SQLAlchemy Core.
 
 The result is one boolean condition on the ``runs`` table. System fields are columns of
-``runs`` (ParentFlowId one of ``subflow_links``, compared like an index key); an index key
+``runs`` (ParentFlowId and ParentRunId of ``subflow_links``, compared like index keys); an index key
 becomes ``run_id IN (SELECT run_id FROM search_values WHERE key = ...)`` (or the
 KEYWORD_ARRAY / FULL_TEXT tables). Every value is a bound parameter: the query text
 never reaches SQL.

@@ -12,8 +12,9 @@ from engine.attribute import IndexType
 class SystemField:
     """A field of every run: its name in queries, how it compares, and where it is stored.
 
-    Most are columns of ``runs``; ParentFlowId is a column of ``subflow_links``, the row a
-    SubFlow run has (keyed by the child's run ID). A ``nullable`` field may be unset.
+    Most are columns of ``runs``; ParentFlowId and ParentRunId are columns of
+    ``subflow_links``, the row a SubFlow run has (keyed by the child's run ID). A ``nullable``
+    field may be unset.
     """
 
     name: str
@@ -24,7 +25,7 @@ class SystemField:
 
 
 #: By name, in the order error messages list them. CloseTime is NULL while the run is open;
-#: ParentFlowId is unset unless the run is a SubFlow.
+#: ParentFlowId and ParentRunId are unset unless the run is a SubFlow.
 SYSTEM_FIELDS: dict[str, SystemField] = {
     field.name: field
     for field in (
@@ -36,6 +37,9 @@ SYSTEM_FIELDS: dict[str, SystemField] = {
         SystemField("CloseTime", IndexType.DATETIME, "closed_at", nullable=True),
         SystemField(
             "ParentFlowId", IndexType.KEYWORD, "parent_flow_id", "subflow_links", nullable=True
+        ),
+        SystemField(
+            "ParentRunId", IndexType.KEYWORD, "parent_run_id", "subflow_links", nullable=True
         ),
     )
 }
