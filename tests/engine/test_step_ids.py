@@ -56,7 +56,9 @@ async def test_execution_ids_count_each_step_type_within_the_run(
         await settle(eng)
         again = await eng.wait_for_flow("pp")
     closed = [e.details["stepExecutionId"] for e in history if e.event_type == "STEP_CLOSED"]
-    assert closed == ["Ping-1", "Pong-1", "Ping-2", "Pong-2", "Pong-3"]
+    # Pong-2 and Pong-3 run side by side, so they may close in either order.
+    assert closed[:3] == ["Ping-1", "Pong-1", "Ping-2"]
+    assert sorted(closed[3:]) == ["Pong-2", "Pong-3"]
     assert sorted(c.step_execution_id for c in result.completions) == ["Pong-2", "Pong-3"]
     assert sorted(c.output for c in result.completions) == ["Pong-2", "Pong-3"]
     messages = [(m.source, m.value) for m in reversed(page.messages)]
