@@ -8,7 +8,10 @@ from typing import Any
 
 import httpx
 
+from app.settings import Settings
+from tests.conftest import manual_clock_config
 from tests.support.problems import assert_problem
+from tests.support.waiting import eventually
 
 BASE = "/primitives/attribute"
 STATUS = "primitive-attribute-status"
@@ -30,6 +33,16 @@ async def update(client: httpx.AsyncClient, flow_id: str, status: str) -> httpx.
     return await client.post(
         f"{BASE}/update-status", params={"flowId": flow_id}, json={"status": status}
     )
+
+
+async def waiting(client: httpx.AsyncClient, flow_id: str) -> None:
+    """Return once the Step's wait_for has committed (so its WaitFor locks are released)."""
+
+    async def committed() -> bool:
+        response = await client.get(f"/api/v1/flows/{flow_id}/history")
+        return any(e["eventType"] == "STEP_WAITING" for e in response.json()["events"])
+
+    await eventually(committed, what="the Step's wait_for to commit")
 
 
 async def found(client: httpx.AsyncClient, query: str) -> set[str]:
@@ -60,6 +73,7 @@ async def test_start_commits_status_and_key_and_update_status_writes_both_indexe
     flow_id, secret = "attr-waiting", "sk-test-waiting-0001"
     async with make_client() as client:
         started = await start(client, flow_id, waitSeconds=30, modelApiKey=secret)
+        await waiting(client, flow_id)
         first = await read(client, flow_id)
         pending = await found(client, "FlowType = 'AttributeFlow' AND keyword1 = 'pending'")
         updated = await update(client, flow_id, "authorized")
@@ -90,12 +104,16 @@ async def test_start_commits_status_and_key_and_update_status_writes_both_indexe
 
 
 async def test_the_step_completes_the_status_and_permanently_deletes_the_key(
-    make_client: Any, tmp_path: Path
+    make_app: Any, settings: Settings, tmp_path: Path
 ) -> None:
     flow_id, secret = "attr-done", "sk-test-done-0002"
-    async with make_client() as client:
+    config, clock = manual_clock_config(settings)
+    async with make_app(engine_config=config) as served:
+        client = served.client
         started = await start(client, flow_id, note="shipped", waitSeconds=0.5, modelApiKey=secret)
+        await waiting(client, flow_id)
         updated = await update(client, flow_id, "authorized")
+        await clock.advance_when_idle()  # to the Timer's deadline
         done = await result(client, flow_id)
         seen = await read(client, flow_id)
         raw = await client.get(
