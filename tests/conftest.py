@@ -1,9 +1,11 @@
-"""Shared fixtures: a fresh SQLite file per test, engines and HTTP clients over real apps."""
+"""Shared fixtures: a fresh database per test (SQLite, or PostgreSQL under
+``DEXLITE_TEST_BACKEND=postgres``; see ``tests/support/backends``), engines and HTTP clients
+over real apps."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,12 +17,37 @@ from fastapi import FastAPI
 import engine
 from app.main import config_from_settings, create_app
 from app.settings import Settings
+from tests.support import backends
 
 
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
-    """Return the URL of a fresh SQLite database file for this test."""
-    return f"sqlite+aiosqlite:///{tmp_path}/dexlite.db"
+    """Return the URL of a fresh database for this test, on the selected backend."""
+    return backends.database_url_for(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _drop_test_databases() -> Iterator[None]:
+    """Drop the PostgreSQL databases the test created (its servers and engines are closed).
+
+    A module-scoped fixture's database was made before this snapshot, so it stays.
+    """
+    before = backends.created_databases() if backends.ON_POSTGRES else set()
+    yield
+    if backends.ON_POSTGRES:
+        backends.drop_databases(backends.created_databases() - before)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drop what a PostgreSQL run still holds: module servers' databases and the template."""
+    if backends.ON_POSTGRES:
+        backends.drop_databases(backends.created_databases(), template=True)
+
+
+def pytest_report_header() -> str:
+    """Name the backend the run uses, first thing in its output."""
+    where = f" ({backends.SERVER})" if backends.ON_POSTGRES else ""
+    return f"dexlite test backend: {backends.BACKEND}{where}"
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from types import TracebackType
 
 import httpx
 
+from tests.support.backends import database_url_for
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ class ServerProcess:
         """Start the server and return once /readyz answers 200 (recovery has finished)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("DEXLITE_")}
         env.update(
-            DEXLITE_DATABASE_URL=f"sqlite+aiosqlite:///{self.data_dir}/dexlite.db",
+            DEXLITE_DATABASE_URL=database_url_for(self.data_dir),
             DEXLITE_BLOB_DIR=str(self.data_dir / "blobs"),
             PYTHONPATH=str(ROOT),
             **self.extra_env,

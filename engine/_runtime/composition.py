@@ -31,7 +31,7 @@ from engine._runtime.timeouts import Timeouts
 from engine._runtime.timers import ClockTimers
 from engine._runtime.waits import ChannelWaits
 from engine._storage.blobs import FileBlobStore
-from engine._storage.database import DatabaseSettings, SQLiteDatabase
+from engine._storage.database import DatabaseSettings, open_database
 from engine._streams import StreamService
 from engine._streams.service import memory_store
 from engine.clock import Clock
@@ -104,7 +104,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     """Build the parts of an Engine over one SQLite database, in this process."""
     clock = config.clock
     activity = Activity()
-    database = SQLiteDatabase(
+    database: Database = open_database(
         DatabaseSettings(
             url=config.database_url,
             sqlite_synchronous=config.sqlite_synchronous,

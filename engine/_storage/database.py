@@ -31,8 +31,8 @@ from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from engine._storage.tables import metadata
-from engine.errors import FailedPreconditionError
+from engine._storage.schema import upgrade_sqlite
+from engine.errors import FailedPreconditionError, InvalidArgumentError
 
 T = TypeVar("T")
 CommitUnit = Callable[[Connection], T]
@@ -47,6 +47,8 @@ class DatabaseSettings:
     busy_timeout_ms: int = 10_000
     max_batch: int = 128
     read_pool_size: int = 8
+    #: PostgreSQL: connections kept open per process (as many again may open under load).
+    pool_size: int = 10
 
 
 class SQLiteDatabase:
@@ -67,7 +69,7 @@ class SQLiteDatabase:
     async def open(self) -> None:
         """Create the schema if needed, start the writer and the read engine."""
         if not self.is_sqlite:
-            raise NotImplementedError("only SQLite is supported by this build")
+            raise ValueError(f"not a SQLite URL: {self.settings.url}")
         database = self.url.database or ""
         self._writer = _SQLiteWriter(self.url.set(drivername="sqlite"), self.settings)
 
@@ -203,7 +205,7 @@ class _SQLiteWriter:
         # Another process (a backup, the CLI) may hold the lock briefly; wait for it.
         conn.exec_driver_sql(f"PRAGMA busy_timeout={self._settings.busy_timeout_ms}")
         conn.exec_driver_sql("PRAGMA foreign_keys=ON")
-        metadata.create_all(conn)
+        upgrade_sqlite(conn)
         self._conn = conn
         self._thread = threading.Thread(target=self._run, name="dexlite-writer", daemon=True)
         self._thread.start()
@@ -311,3 +313,26 @@ def _single_pool() -> Any:
     from sqlalchemy.pool import StaticPool
 
     return StaticPool
+
+
+def open_database(settings: DatabaseSettings) -> Any:
+    """Return the Database for ``settings.url``: SQLite, or PostgreSQL (``postgresql+asyncpg``).
+
+    Raises InvalidArgumentError naming ``databaseUrl`` for any other URL.
+    """
+    try:
+        backend = make_url(settings.url).get_backend_name()
+    except Exception as exc:  # an unparsable URL is the caller's input error
+        raise InvalidArgumentError(
+            f"databaseUrl is not a database URL: {exc}", field="databaseUrl"
+        ) from None
+    if backend == "sqlite":
+        return SQLiteDatabase(settings)
+    if backend == "postgresql":
+        from engine._storage.postgres import PostgresDatabase
+
+        return PostgresDatabase(settings.url, pool_size=settings.pool_size)
+    raise InvalidArgumentError(
+        f"databaseUrl must be sqlite+aiosqlite:///... or postgresql+asyncpg://..., got {backend}",
+        field="databaseUrl",
+    )

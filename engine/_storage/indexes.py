@@ -22,6 +22,7 @@ from sqlalchemy import Connection, bindparam, delete, insert
 
 from engine._storage import tables as t
 from engine._storage.records import AttributeWrite, IndexWrite
+from engine._storage.search import fulltext
 from engine._storage.search.compiler import parse_datetime
 from engine.attribute import IndexType
 from engine.errors import InvalidArgumentError
@@ -29,6 +30,9 @@ from engine.errors import InvalidArgumentError
 MAX_KEYWORD_LENGTH = 2048
 MAX_TEXT_LENGTH = 65_536
 _INT64 = (-(2**63), 2**63 - 1)
+# PostgreSQL text cannot hold U+0000; refused on every database so that a value indexes (and
+# searches) the same everywhere. A FULL_TEXT value may hold it: it separates tokens.
+_NUL = "contains the NUL character (U+0000)"
 
 
 def index_write(key: str, index_type: IndexType, value: Any, what: str) -> IndexWrite:
@@ -45,18 +49,28 @@ def index_write(key: str, index_type: IndexType, value: Any, what: str) -> Index
             f"{what}: cannot index {value!r} under {index_type} key {key!r}: {reason}", field=what
         )
 
-    if index_type in (IndexType.KEYWORD, IndexType.FULL_TEXT):
+    if index_type == IndexType.FULL_TEXT:
         if not isinstance(value, str):
             raise refuse("expected a string")
-        limit = MAX_KEYWORD_LENGTH if index_type == IndexType.KEYWORD else MAX_TEXT_LENGTH
-        if len(value) > limit:
-            raise refuse(f"longer than {limit} characters")
+        if len(value) > MAX_TEXT_LENGTH:
+            raise refuse(f"longer than {MAX_TEXT_LENGTH} characters")
+        # Stored as its tokens, the form both databases index (see search.fulltext).
+        return IndexWrite(key, index_type, _json(value), text=fulltext.normalize(value))
+    if index_type == IndexType.KEYWORD:
+        if not isinstance(value, str):
+            raise refuse("expected a string")
+        if len(value) > MAX_KEYWORD_LENGTH:
+            raise refuse(f"longer than {MAX_KEYWORD_LENGTH} characters")
+        if "\x00" in value:
+            raise refuse(_NUL)
         return IndexWrite(key, index_type, _json(value), text=value)
     if index_type == IndexType.KEYWORD_ARRAY:
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise refuse("expected a list of strings")
         if any(len(v) > MAX_KEYWORD_LENGTH for v in value):
             raise refuse(f"an element is longer than {MAX_KEYWORD_LENGTH} characters")
+        if any("\x00" in v for v in value):
+            raise refuse(_NUL)
         return IndexWrite(key, index_type, _json(list(value)), items=tuple(dict.fromkeys(value)))
     if index_type == IndexType.BOOL:
         if not isinstance(value, bool):

@@ -10,9 +10,11 @@ from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import (
+    BigInteger,
     Connection,
     and_,
     bindparam,
+    cast,
     false,
     func,
     literal,
@@ -114,21 +116,33 @@ async def load_run(db: Database, flow_id: str, run_id: str | None = None) -> Run
 # Statements are built once per shape (which names, maps, instances and queues) and reused:
 # building a union of selects costs more than running it.
 @lru_cache(maxsize=512)
+def _null_like(column: Any) -> Any:
+    """A NULL of ``column``'s type."""
+    return cast(null(), column.type)
+
+
 def _snapshot_statement(by_run_id: bool, plan: LoadPlan) -> Any:
     target = _target_run(by_run_id)
     run_cols = [t.runs.c[c] for c in _RUN_COLUMNS]
     a, cm = t.attributes, t.channel_messages
-    pad = [null().label(c) for c in _RUN_COLUMNS[1:]]
-    no_message = [null().label("seq"), null().label("message_id"), null().label("published_at")]
+    # Typed NULLs: PostgreSQL types a UNION's columns from its first SELECT, where a bare NULL
+    # would be text and then clash with the integers of the later parts.
+    pad = [_null_like(t.runs.c[c]).label(c) for c in _RUN_COLUMNS[1:]]
+    no_message = [
+        _null_like(cm.c.seq).label("seq"),
+        _null_like(cm.c.message_id).label("message_id"),
+        _null_like(cm.c.published_at).label("published_at"),
+    ]
+    no_size = cast(null(), BigInteger).label("size")
     run_part = select(
         literal("r").label("kind"),
         *run_cols,
-        null().label("name"),
-        null().label("instance"),
-        null().label("value"),
+        _null_like(a.c.name).label("name"),
+        _null_like(a.c.instance).label("instance"),
+        _null_like(a.c.value).label("value"),
         false().label("blob"),
         *no_message,
-        null().label("size"),
+        no_size,
     ).where(t.runs.c.run_id == target)
     parts: list[Any] = [run_part]
 
@@ -142,7 +156,7 @@ def _snapshot_statement(by_run_id: bool, plan: LoadPlan) -> Any:
             a.c.value,
             a.c.blob,
             *no_message,
-            null().label("size"),
+            no_size,
         ).where(a.c.run_id == target, condition)
 
     names, maps, exact = plan.names, plan.whole_maps, plan.instances
@@ -166,10 +180,10 @@ def _snapshot_statement(by_run_id: bool, plan: LoadPlan) -> Any:
                 *pad,
                 cm.c.channel.label("name"),
                 cm.c.instance,
-                null().label("value"),
+                _null_like(a.c.value).label("value"),
                 false().label("blob"),
                 *no_message,
-                func.count().label("size"),
+                cast(func.count(), BigInteger).label("size"),
             )
             .where(cm.c.run_id == target)
             .group_by(cm.c.run_id, cm.c.channel, cm.c.instance)
@@ -191,7 +205,7 @@ def _snapshot_statement(by_run_id: bool, plan: LoadPlan) -> Any:
                 cm.c.seq,
                 cm.c.message_id,
                 cm.c.published_at,
-                null().label("size"),
+                no_size,
             ).where(cm.c.run_id == target, or_(*queues))
         )
     return union_all(*parts) if len(parts) > 1 else parts[0]

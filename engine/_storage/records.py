@@ -137,8 +137,8 @@ class IndexWrite:
     """The search value an indexed Attribute write sets under ``key``; ``value`` None removes it.
 
     ``value`` is the JSON shown in FlowInfo; the typed fields are what queries compare: ``text``
-    (KEYWORD, FULL_TEXT), ``number`` (INT, BOOL as 0/1, DATETIME in microseconds), ``real``
-    (DOUBLE) and ``items`` (KEYWORD_ARRAY elements).
+    (KEYWORD; for FULL_TEXT its tokens, normalized by ``search.fulltext``), ``number`` (INT, BOOL
+    as 0/1, DATETIME in microseconds), ``real`` (DOUBLE) and ``items`` (KEYWORD_ARRAY elements).
     """
 
     key: str

@@ -2,14 +2,27 @@
 
 Times are integer microseconds since the epoch so that both dialects compare and order them the
 same way. JSON values are stored as text; the engine decodes them with their declared types.
+Strings compare and sort by code point on both: SQLite's default BINARY collation does, and on
+PostgreSQL every string column gets the "C" collation (see :func:`_by_code_point`).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Float, Index, Integer, Text, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from collections.abc import Iterable
 
-from engine._storage.search import fulltext
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlmodel import Field, SQLModel
 
 metadata = SQLModel.metadata
 
@@ -165,7 +178,12 @@ class HistoryRow(SQLModel, table=True):
     __tablename__ = "history"
     __table_args__ = (Index("ix_history_run", "run_id", "id"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+        ),
+    )
     run_id: str = Field(foreign_key="runs.run_id")
     event_type: str
     at: int = Field(sa_column=Column(BigInteger, nullable=False))
@@ -215,7 +233,12 @@ class SearchTextRow(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("run_id", "key", name="uq_search_texts_run_key"),)
 
     # An explicit integer key: the full-text index refers to rows by it, so it must be stable.
-    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True))
+    id: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+        ),
+    )
     run_id: str
     key: str
     body: str = Field(sa_column=Column(Text, nullable=False))
@@ -233,4 +256,24 @@ channel_messages = ChannelMessageRow.__table__  # type: ignore[attr-defined]
 search_values = SearchValueRow.__table__  # type: ignore[attr-defined]
 search_keywords = SearchKeywordRow.__table__  # type: ignore[attr-defined]
 search_texts = SearchTextRow.__table__  # type: ignore[attr-defined]
-fulltext.attach(search_texts)
+
+
+def _by_code_point(tables: Iterable[Table]) -> None:
+    """Give every string column of ``tables`` the "C" collation on PostgreSQL.
+
+    A database's default collation is usually linguistic ('a' < 'B' < 'é' in en-US), which
+    would make SearchFlows' comparisons, STARTS_WITH ranges, ORDER BY and page tokens differ
+    from SQLite's code-point order. On the columns, not in the queries, so that the indexes
+    are built in the order the queries use; on all of them, because PostgreSQL refuses to
+    compare two columns of different collations (a join of ``run_id`` columns, say).
+    """
+    for table in tables:
+        for column in table.columns:
+            kind = column.type
+            # SQLModel's ``str`` columns are AutoString, a decorator around String.
+            base = kind.impl_instance if isinstance(kind, TypeDecorator) else kind
+            if isinstance(base, String) and base.collation is None:
+                column.type = kind.with_variant(type(base)(collation="C"), "postgresql")
+
+
+_by_code_point(metadata.tables.values())

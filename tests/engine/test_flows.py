@@ -45,6 +45,7 @@ from engine import (
 )
 from engine.testing import settle
 from tests.conftest import running_engine
+from tests.support.backends import postgres_only, sqlite_only
 
 
 def manual(config: EngineConfig) -> tuple[EngineConfig, ManualClock]:
@@ -655,6 +656,7 @@ async def test_handle_timeout_writes_commit_with_the_timed_out_close(
     assert values == {"status": "timed out while waiting"}
 
 
+@sqlite_only("the claim on the database file")
 async def test_a_second_engine_on_the_same_sqlite_file_is_refused(
     engine_config: EngineConfig,
 ) -> None:
@@ -663,6 +665,20 @@ async def test_a_second_engine_on_the_same_sqlite_file_is_refused(
         with pytest.raises(FailedPreconditionError, match="already served by process"):
             await second.start()
     # Once the first has closed, the file is free again.
+    async with running_engine([QuickFlow()], engine_config) as eng:
+        await eng.start_flow(QuickFlow, "after", None)
+        assert (await eng.wait_for_flow("after", wait_seconds=5)).status == "COMPLETED"
+
+
+@postgres_only("the serve lock on the database")
+async def test_a_second_engine_on_the_same_postgres_database_is_refused(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([QuickFlow()], engine_config):
+        second = Engine(Registry([QuickFlow()]), engine_config)
+        with pytest.raises(FailedPreconditionError, match="already served by another process"):
+            await second.start()
+    # Once the first has closed, the database is free again.
     async with running_engine([QuickFlow()], engine_config) as eng:
         await eng.start_flow(QuickFlow, "after", None)
         assert (await eng.wait_for_flow("after", wait_seconds=5)).status == "COMPLETED"

@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.backends import backend_independent
+
+pytestmark = backend_independent("lint and types")
+
 ROOT = Path(__file__).resolve().parents[2]
 PATHS = ["engine", "app", "patterns", "tests", "bench"]
 

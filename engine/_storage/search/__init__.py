@@ -7,7 +7,8 @@ parser. The pieces:
   depth and size, and errors that carry the position and what was expected;
 - :mod:`.compiler`: the tree, checked against the types of the index keys, to one SQLAlchemy Core
   condition on ``runs`` where every value is a bound parameter;
-- :mod:`.fulltext`: the only dialect-specific piece (SQLite FTS5 today);
+- :mod:`.fulltext`: what a FULL_TEXT token is, and the only dialect-specific SQL (SQLite FTS5,
+  a PostgreSQL tsvector with a GIN index);
 - :mod:`.paging`: opaque next-page tokens bound to their query;
 - :mod:`.queries`: the read statements (a page of runs with their indexed values).
 """

@@ -13,9 +13,11 @@ Semantics, all two-valued so that NOT is an exact complement:
   ``NOT (...)`` negates its operand, so ``NOT keyword1 = 'a'`` also matches runs without it.
 - KEYWORD_ARRAY: ``=``/``IN``/``STARTS_WITH`` hold when any element does; ``!=``/``NOT IN`` when
   the array is set and no element does.
-- FULL_TEXT: ``=`` holds when the text contains the token (or phrase); ``!=`` when it is set and
-  does not.
-- Strings compare by code point; DATETIME compares instants (ISO-8601 text; no offset = UTC).
+- FULL_TEXT: ``=`` holds when the text contains the token (or phrase) of tokens as
+  :mod:`.fulltext` defines them; ``!=`` when it is set and does not. A value without a token
+  matches no text.
+- Strings compare by code point (on PostgreSQL every string column has the "C" collation);
+  DATETIME compares instants (ISO-8601 text; no offset = UTC).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, func, not_, or_, select, true
+from sqlalchemy import BigInteger, and_, false, func, literal, not_, or_, select, true
 
 from engine._storage import tables as t
 from engine._storage.records import RunStatus
@@ -155,8 +157,9 @@ def order_keys(items: tuple[OrderItem, ...]) -> tuple[OrderKey, ...]:
         seen.add(item.field)
         kind, column = SYSTEM_FIELDS[item.field].type, _system_column(item.field)
         if item.field == "CloseTime":
-            # An open run has not closed yet: it sorts as if it closed at the end of time.
-            column = func.coalesce(column, INT64_MAX)
+            # An open run has not closed yet: it sorts as if it closed at the end of time. (Typed:
+            # a bare Python int would be bound as a 32-bit INTEGER on PostgreSQL.)
+            column = func.coalesce(column, literal(INT64_MAX, BigInteger()))
         elif SYSTEM_FIELDS[item.field].nullable:
             column = func.coalesce(column, "")  # a run without a parent sorts first
         keys.append(OrderKey(item.field, column, item.descending, int if kind == DATETIME else str))
@@ -371,7 +374,8 @@ class _Compiler:
     def full_text(self, node: Predicate) -> Any:
         assert isinstance(node, Compare)
         text = self.value(node.field, FULL_TEXT, node.value)
-        hits = t.runs.c.run_id.in_(fulltext.matching_runs(t.search_texts, node.field, text))
+        rows = fulltext.matching_runs(t.search_texts, node.field, text)
+        hits = false() if rows is None else t.runs.c.run_id.in_(rows)
         if node.op == "!=":
             return and_(self.present(node.field, FULL_TEXT), not_(hits))
         return hits

@@ -75,7 +75,11 @@ def after(order: Sequence[OrderKey], position: Sequence[Any]) -> Any:
     if len({key.descending for key in order}) == 1:
         # One direction: a row-value comparison, which an index on the columns can serve.
         columns = tuple_(*[key.expression for key in order])
-        values = tuple_(*[literal(v) for v in position])
+        # Each value is bound with its key's type: an untyped int would be a 32-bit INTEGER on
+        # PostgreSQL, too small for microseconds.
+        values = tuple_(
+            *[literal(v, key.expression.type) for v, key in zip(position, order, strict=True)]
+        )
         return columns < values if order[0].descending else columns > values
     alternatives = []
     for i, key in enumerate(order):

@@ -1,0 +1,1 @@
+"""The schema's versioned migrations (Alembic); ``engine._storage.schema`` applies them."""

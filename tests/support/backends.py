@@ -1,0 +1,209 @@
+"""Which database the suite runs on, and a fresh database per test on it.
+
+``DEXLITE_TEST_BACKEND`` selects the backend: ``sqlite`` (the default: a file in the test's
+temporary directory) or ``postgres`` (a new database on the server ``DEXLITE_TEST_POSTGRES``
+names, default 127.0.0.1:5432 with trust authentication). A PostgreSQL database is named after
+the test's directory, so a server process restarted on that directory finds the same database;
+it is a copy of a template that already holds the schema (creating the schema per test would
+cost more than the test), and it is dropped when the test that made it ends (a module's server
+keeps its database until the end of the run).
+
+Outside CI an unreachable server skips the PostgreSQL tests with the reason; with
+``DEXLITE_REQUIRE_POSTGRES=1`` (set by ``.ci/run``) it fails them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+import pytest
+
+T = TypeVar("T")
+
+BACKEND = os.environ.get("DEXLITE_TEST_BACKEND", "sqlite")
+if BACKEND not in ("sqlite", "postgres"):
+    raise RuntimeError(f"DEXLITE_TEST_BACKEND must be sqlite or postgres, not {BACKEND!r}")
+ON_POSTGRES = BACKEND == "postgres"
+SERVER = os.environ.get("DEXLITE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+REQUIRED = os.environ.get("DEXLITE_REQUIRE_POSTGRES") == "1"
+#: Every test database's name starts so: a crashed run's leftovers are easy to find and drop.
+PREFIX = "dexlite_test_"
+
+_created: set[str] = set()
+_template: list[str] = []
+_lock = threading.Lock()
+
+
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to completion on a loop of its own, whatever loop is running here."""
+    result: list[T] = []
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(asyncio.run(coroutine))
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=target, name="test-database-admin")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
+async def _admin() -> asyncpg.Connection:
+    try:
+        return await asyncpg.connect(SERVER, timeout=5)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise ConnectionError(f"PostgreSQL is not reachable at {SERVER}: {exc}") from exc
+
+
+def server_reachable() -> str | None:
+    """Return None when the PostgreSQL server answers, else why not."""
+
+    async def probe() -> None:
+        conn = await _admin()
+        await conn.close()
+
+    try:
+        _run(probe())
+    except ConnectionError as exc:
+        return str(exc)
+    return None
+
+
+def require_server() -> None:
+    """Skip (or, under DEXLITE_REQUIRE_POSTGRES=1, fail) the test when PostgreSQL is away."""
+    reason = server_reachable()
+    if reason is not None:
+        if REQUIRED:
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def postgres_url(name: str) -> str:
+    """Return the asyncpg URL of database ``name`` on the test server."""
+    base = SERVER.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
+    return f"{base}/{name}"
+
+
+def create_postgres_database(name: str) -> str:
+    """Create database ``name`` unless it exists (it is dropped when the run ends); return
+    its URL."""
+    with _lock:
+        if name not in _created:
+            template = _template[0] if _template else _run(_create_template())
+            _template[:] = [template]
+
+            async def create() -> None:
+                admin = await _admin()
+                try:
+                    found = await admin.fetchval(
+                        "SELECT 1 FROM pg_database WHERE datname = $1", name
+                    )
+                    if not found:
+                        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+                finally:
+                    await admin.close()
+
+            _run(create())
+            _created.add(name)
+    return postgres_url(name)
+
+
+async def _create_template() -> str:
+    """Create this run's template database with dexlite's schema; return its name."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from engine._storage.schema import upgrade_postgres
+
+    name = f"{PREFIX}template_{os.getpid()}"
+    admin = await _admin()
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    engine = create_async_engine(postgres_url(name))
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(upgrade_postgres)
+    finally:
+        await engine.dispose()  # a template must have no connections when it is copied
+    return name
+
+
+def database_url_for(data_dir: Path) -> str:
+    """Return the database URL of a test's directory on the selected backend."""
+    if not ON_POSTGRES:
+        return f"sqlite+aiosqlite:///{data_dir}/dexlite.db"
+    require_server()
+    digest = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    return create_postgres_database(f"{PREFIX}{digest}")
+
+
+def created_databases() -> set[str]:
+    """Return the names of the databases created so far and not dropped yet."""
+    with _lock:
+        return set(_created)
+
+
+def drop_databases(names: set[str], *, template: bool = False) -> None:
+    """Drop the test databases ``names`` (when the test or module that made them ends); with
+    ``template``, the template too (when the run ends)."""
+    with _lock:
+        chosen = sorted(names & _created)
+        _created.difference_update(chosen)
+        if template:
+            chosen.extend(_template)
+            _template.clear()
+    if not chosen:
+        return
+
+    async def drop() -> None:
+        admin = await _admin()
+        try:
+            for name in chosen:
+                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+    _run(drop())
+
+
+def sqlite_only(reason: str) -> Any:
+    """Mark a test that checks behaviour only SQLite has."""
+    return pytest.mark.skipif(ON_POSTGRES, reason=f"SQLite only: {reason}")
+
+
+def postgres_only(reason: str) -> Any:
+    """Mark a test that checks behaviour only the PostgreSQL backend has."""
+    return pytest.mark.skipif(not ON_POSTGRES, reason=f"PostgreSQL only: {reason}")
+
+
+def backend_independent(reason: str) -> Any:
+    """Mark a test whose outcome cannot depend on the backend: it runs in the SQLite half."""
+    return pytest.mark.skipif(ON_POSTGRES, reason=f"backend-independent ({reason}): ran on SQLite")
+
+
+def main() -> int:
+    """``python -m tests.support.backends``: exit 0 when the PostgreSQL server answers, else
+    print why not and exit 1 (``make test`` decides from it whether to run the PostgreSQL half)."""
+    reason = server_reachable()
+    if reason is not None:
+        print(reason)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
