@@ -35,6 +35,9 @@ def config_from_settings(settings: Settings) -> engine.EngineConfig:
         sqlite_synchronous=settings.sqlite_synchronous,
         streams=engine.StreamStoreConfig(
             backend=settings.stream_store_backend,
+            redis_url=settings.stream_redis_url,
+            postgres_url=settings.stream_postgres_url,
+            namespace=settings.stream_namespace,
             default_capacity_bytes=settings.stream_default_capacity_bytes,
             max_capacity_bytes=settings.stream_max_capacity_bytes,
             max_message_bytes=settings.stream_max_message_bytes,

@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from engine.stream import DEFAULT_REDIS_URL
+
 
 class Settings(BaseSettings):
     """Server settings; every field can be set as ``DEXLITE_<NAME>``."""
@@ -43,12 +45,30 @@ class Settings(BaseSettings):
     lock_retry_seconds: float = Field(
         10.0, ge=0, description="How long example routes retry an RPC lock conflict."
     )
-    # Streams live in this process's memory: their contents vanish when the server restarts.
-    stream_store_backend: Literal["memory", "disabled"] = Field(
+    # 'memory' Streams live in this process and vanish when it restarts; 'postgres' and
+    # 'redis' are shared by every process serving the same data.
+    stream_store_backend: Literal["memory", "postgres", "redis", "disabled"] = Field(
         "memory",
-        description="'memory' keeps Stream messages in this process (lost on "
-        "restart); 'disabled' refuses client Stream writes and reads with FAILED_PRECONDITION "
-        "and drops Step writes.",
+        description="'memory' keeps Stream messages in this process (lost on restart; one "
+        "process); 'postgres' keeps them in UNLOGGED tables of the PostgreSQL database "
+        "(stream_postgres_url, else database_url) and 'redis' in Redis (stream_redis_url), "
+        "where every `dexlite serve` process sharing them reads and writes the same Streams; "
+        "'disabled' refuses client Stream writes and reads with FAILED_PRECONDITION and drops "
+        "Step writes.",
+    )
+    stream_redis_url: str = Field(
+        DEFAULT_REDIS_URL, description="The Redis server of stream_store_backend 'redis'."
+    )
+    stream_postgres_url: str | None = Field(
+        None,
+        description="The PostgreSQL database (postgresql://... or postgresql+asyncpg://...) of "
+        "stream_store_backend 'postgres'; unset, the engine's database_url, which must then be "
+        "a PostgreSQL URL.",
+    )
+    stream_namespace: str = Field(
+        "dexlite",
+        description="Keeps apart the Streams of several deployments sharing one Redis or "
+        "PostgreSQL database (a key prefix, a table column).",
     )
     stream_default_capacity_bytes: int = Field(
         8 * 1024 * 1024,

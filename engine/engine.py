@@ -269,7 +269,7 @@ class Engine:
         Stream or the server is at capacity (trimming then makes room: retry shortly) and
         FailedPreconditionError when the Stream Store is disabled.
         """
-        return self._services.streams.write_client(flow_id, stream, value, source, flow_type)
+        return await self._services.streams.write_client(flow_id, stream, value, source, flow_type)
 
     async def read_stream(
         self,
@@ -304,7 +304,7 @@ class Engine:
         the next older page (empty on the last page). ``page_size`` must be between 1 and
         the store's ``max_read_messages`` (1000 by default).
         """
-        return self._services.streams.list_client(
+        return await self._services.streams.list_client(
             flow_id, stream, page_size, before_page_token, flow_type
         )
 

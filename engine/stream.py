@@ -1,9 +1,11 @@
 """Streams: best-effort progress messages a Step or a client appends and readers follow.
 
 A Stream is declared on a Flow like an Attribute, but its messages are not durable state: they
-live in the server's Stream Store (memory by default), are trimmed under capacity pressure and
-vanish when the process restarts. A Step write is sent at once, not staged with the Step's
-result, so a later failure of the Step does not take it back.
+live in the server's Stream Store and are trimmed under capacity pressure. The default store is
+this process's memory (contents vanish when it restarts); the PostgreSQL and Redis stores are
+shared by every process using them, and lose their contents only with the store's. A Step write
+is sent at once, not staged with the Step's result, so a later failure of the Step does not
+take it back.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ T = TypeVar("T")
 
 #: How often the buffered text writer emits its batch, in seconds of the engine's clock.
 DEFAULT_FLUSH_INTERVAL_SECONDS = 1.0
+#: The values of ``StreamStoreConfig.backend``.
+STREAM_STORE_BACKENDS = ("memory", "postgres", "redis", "disabled")
+#: Where the ``redis`` backend looks unless told otherwise.
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: The buffered text writer emits its batch once it holds this many UTF-8 bytes (soft: a chunk
 #: is never split, so a batch may exceed it by one chunk).
 DEFAULT_FLUSH_THRESHOLD_BYTES = 16 * 1024
@@ -60,16 +66,26 @@ class StreamStoreConfig:
     ``message_overhead_bytes``. Capacity is shared by every Flow ID of one (Flow type, Stream).
     """
 
-    #: ``"memory"`` keeps messages in this process (lost on restart); ``"disabled"`` refuses
-    #: client writes and reads (FailedPreconditionError) and drops Step writes.
+    #: ``"memory"`` keeps messages in this process (lost on restart); ``"postgres"`` and
+    #: ``"redis"`` keep them where every process serving the same data reaches them;
+    #: ``"disabled"`` refuses client writes and reads (FailedPreconditionError) and drops Step
+    #: writes.
     backend: str = "memory"
+    #: The ``redis`` backend's server (``redis://`` or ``rediss://``).
+    redis_url: str = DEFAULT_REDIS_URL
+    #: The ``postgres`` backend's database; None uses the engine's own PostgreSQL database.
+    postgres_url: str | None = None
+    #: Separates the Streams of several deployments (or tests) in one Redis or PostgreSQL
+    #: database: a Redis key prefix, a column of the PostgreSQL tables.
+    namespace: str = "dexlite"
     #: Capacity of a Stream that declares no ``stream_capacity_bytes``.
     default_capacity_bytes: int = 8 * 1024 * 1024
     #: Upper limit on one Stream's capacity; a larger declared capacity is reduced to it.
     max_capacity_bytes: int = 64 * 1024 * 1024
     #: Upper limit on one message's serialized value.
     max_message_bytes: int = 1024 * 1024
-    #: Memory of all Streams of this server; past it the largest Streams are trimmed.
+    #: Size of all Streams of the store (shared by every process of a postgres or redis store);
+    #: past it the largest Streams are trimmed.
     max_total_bytes: int = 256 * 1024 * 1024
     #: Bytes added to every message's estimated size for bookkeeping.
     message_overhead_bytes: int = 96
@@ -83,8 +99,21 @@ class StreamStoreConfig:
     max_read_messages: int = 1000
 
     def __post_init__(self) -> None:
-        if self.backend not in ("memory", "disabled"):
-            raise InvalidArgumentError("stream store backend must be 'memory' or 'disabled'")
+        if self.backend not in STREAM_STORE_BACKENDS:
+            raise InvalidArgumentError(
+                "stream store backend must be one of " + ", ".join(map(repr, STREAM_STORE_BACKENDS))
+            )
+        # ':' separates the parts of a Redis key and '/' those of a Stream's name there.
+        namespace = self.namespace
+        if (
+            not namespace.strip()
+            or not namespace.isprintable()
+            or any(c in namespace for c in ":/")
+        ):
+            raise InvalidArgumentError(
+                "stream store namespace must be non-empty, printable and free of ':' and '/'",
+                field="streamNamespace",
+            )
         for name in (
             "default_capacity_bytes",
             "max_capacity_bytes",

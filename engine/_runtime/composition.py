@@ -32,8 +32,7 @@ from engine._runtime.timers import ClockTimers
 from engine._runtime.waits import ChannelWaits
 from engine._storage.blobs import FileBlobStore
 from engine._storage.database import DatabaseSettings, open_database
-from engine._streams import StreamService
-from engine._streams.service import memory_store
+from engine._streams import StreamService, stream_store
 from engine.clock import Clock
 from engine.config import EngineConfig
 from engine.registry import Registry
@@ -41,6 +40,7 @@ from engine.registry import Registry
 STEPS_DUE = "Steps due"
 TIMERS_DUE = "timers due"
 TRIMS = "Stream trims running"
+STEP_WRITES = "Step Stream writes on their way"
 
 
 @dataclass
@@ -72,6 +72,11 @@ class Services:
     async def start(self) -> None:
         """Open storage, resume every open run, and start running Steps and timers."""
         await self.database.open()
+        try:
+            await self.streams.open()
+        except BaseException:
+            await self.database.close()
+            raise
         self.timers.start()
         self.recovered_steps = await recover(
             database=self.database,
@@ -89,7 +94,7 @@ class Services:
     async def close(self) -> None:
         """Stop running Steps and close storage; open runs resume on the next start."""
         self.clock.detach(self.activity)
-        self.streams.close()  # waiting Stream readers return now
+        await self.streams.close()  # waiting Stream readers return now
         await self.scheduler.close()
         await self.waits.close()
         await self.timeouts.close()
@@ -118,8 +123,8 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     notifier = LocalNotifier()
     committer = Committer(database, notifier, activity)
     snapshots = Snapshots(database, blobs)
-    store = memory_store(config.streams, clock, activity.touch)
-    streams = StreamService(registry, config.streams, clock, store)
+    store = stream_store(config.streams, clock, config.database_url, activity.touch)
+    streams = StreamService(registry, config.streams, clock, store, activity.touch)
     starter = Starter(
         registry=registry, database=database, blobs=blobs, committer=committer, clock=clock
     )
@@ -161,6 +166,9 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     activity.add_probe(lambda: TIMERS_DUE if timers.has_due() else None)
     if store is not None:
         activity.add_probe(lambda: f"{n} {TRIMS}" if (n := store.trims_running()) else None)
+        activity.add_probe(
+            lambda: f"{n} {STEP_WRITES}" if (n := streams.step_writes_pending()) else None
+        )
     retention = None
     if config.retention is not None:
         retention = Retention(

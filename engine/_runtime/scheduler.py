@@ -220,6 +220,8 @@ class Scheduler:
             # Buffered Stream writers send their tail before the result or error commits.
             if context.step_io is not None:
                 context.step_io.finish()
+                # ...and every message the invocation wrote is in the store before it commits.
+                await self._streams.step_writes_sent(context.step_io.source)
 
     async def _attempt(self, attempt: Attempt) -> None:
         step = attempt.step

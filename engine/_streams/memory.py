@@ -2,8 +2,11 @@
 waiting readers.
 
 Everything here runs on the event loop thread; Step writes from worker threads arrive through
-``call_soon_threadsafe``. Messages of one (Flow type, Stream) share one sequence counter, so a
-resume token stays meaningful when a Flow ID's messages are trimmed away and new ones arrive.
+``call_soon_threadsafe`` and the Stream service's write lanes. The coroutines of the store
+interface never suspend here: an append or a page is one step of the event loop, as atomic as
+it was when they were plain functions. Messages of one (Flow type, Stream) share one sequence
+counter, so a resume token stays meaningful when a Flow ID's messages are trimmed away and new
+ones arrive.
 """
 
 from __future__ import annotations
@@ -128,7 +131,10 @@ class MemoryStreamStore:
         """Identify this process's contents; they vanish when it restarts."""
         return self._epoch
 
-    def close(self) -> None:
+    async def open(self) -> None:
+        """Nothing to reach: the contents start empty with this process."""
+
+    async def close(self) -> None:
         """Wake every waiting reader and stop trimming; later calls fail."""
         self.closed = True
         for waiter in self._waiters.values():
@@ -155,7 +161,7 @@ class MemoryStreamStore:
             state = self._streams[(flow_type, name)] = _StreamState(flow_type, name, capacity)
         return state
 
-    def stats(self, flow_type: str, name: str) -> dict[str, Any]:
+    async def stats(self, flow_type: str, name: str) -> dict[str, Any]:
         """Return usage figures of one Stream (for tests and operators)."""
         state = self._streams.get((flow_type, name))
         if state is None:
@@ -169,7 +175,7 @@ class MemoryStreamStore:
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def append(
+    async def append(
         self, flow_type: str, name: str, capacity: int, flow_id: str, source: str, text: str
     ) -> StoredMessage:
         """Append a message or raise ResourceExhaustedError (asking trimming for room)."""
@@ -259,7 +265,7 @@ class MemoryStreamStore:
                 if waiter.count == 0 and self._waiters.get(key) is waiter:
                     del self._waiters[key]
 
-    def page(
+    async def page(
         self, flow_type: str, name: str, flow_id: str, before: int | None, size: int
     ) -> tuple[list[StoredMessage], bool]:
         """Return up to ``size`` messages older than ``before`` (or the tail), newest first,

@@ -25,13 +25,25 @@ def sequence_of(message: StoredMessage) -> int:
 
 
 class StreamStore(Protocol):
-    """Where best-effort Stream messages live."""
+    """Where best-effort Stream messages live: this process's memory, or a PostgreSQL or Redis
+    database every process reaches.
+
+    Calls that may cross a network are coroutines; ``epoch``, ``trims_running`` and
+    ``readers_waiting`` answer from this process's view at once.
+    """
 
     @property
     def epoch(self) -> str:
-        """Identify this store's contents; tokens of another epoch name vanished messages."""
+        """Identify the store's contents; tokens of another epoch name vanished messages.
 
-    def append(
+        Every process on one backing store sees the same epoch; it changes when the contents
+        are lost (a restart of the memory store, a flushed Redis, a truncated table).
+        """
+
+    async def open(self) -> None:
+        """Reach the backing store (create its tables, learn its epoch); called once first."""
+
+    async def append(
         self, flow_type: str, name: str, capacity: int, flow_id: str, source: str, text: str
     ) -> StoredMessage:
         """Append a message or raise ResourceExhaustedError (asking trimming for room)."""
@@ -41,12 +53,12 @@ class StreamStore(Protocol):
     ) -> StoredMessage | None:
         """Return the first message after sequence ``after``, waiting up to ``wait_seconds``."""
 
-    def page(
+    async def page(
         self, flow_type: str, name: str, flow_id: str, before: int | None, size: int
     ) -> tuple[list[StoredMessage], bool]:
         """Return up to ``size`` messages before ``before``, newest first, and whether more."""
 
-    def stats(self, flow_type: str, name: str) -> dict[str, Any]:
+    async def stats(self, flow_type: str, name: str) -> dict[str, Any]:
         """Return usage figures of one Stream."""
 
     def trims_running(self) -> int:
@@ -55,5 +67,5 @@ class StreamStore(Protocol):
     def readers_waiting(self) -> int:
         """Return how many readStream calls wait for a message."""
 
-    def close(self) -> None:
-        """Wake waiting readers; later calls fail."""
+    async def close(self) -> None:
+        """Wake waiting readers at once, stop trimming, release connections; later calls fail."""

@@ -3,7 +3,6 @@ validates calls and talks to the store."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -11,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 from engine import _codec
 from engine._ids import check_id
 from engine._streams import tokens
-from engine._streams.memory import MemoryStreamStore
+from engine._streams.factory import stream_store
 from engine._streams.records import StoredMessage, StreamStore
+from engine._streams.step_writes import StepWrites
 from engine.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     InvalidPageTokenError,
-    ResourceExhaustedError,
     StreamNotFoundError,
 )
 from engine.stream import Stream, StreamMessage, StreamMessagePage, StreamStoreConfig
@@ -26,8 +25,6 @@ if TYPE_CHECKING:
     from engine.clock import Clock
     from engine.flow import Flow
     from engine.registry import Registry
-
-log = logging.getLogger("dexlite.streams")
 
 MAX_WAIT_SECONDS = 60.0
 MAX_SOURCE_LENGTH = 1024
@@ -40,15 +37,6 @@ class _Unset:
 _UNSET = _Unset()
 
 
-def memory_store(
-    config: StreamStoreConfig, clock: Clock, on_trim_done: Callable[[], None] = lambda: None
-) -> StreamStore | None:
-    """Return the store the config's backend names: in memory, or None when disabled."""
-    if config.backend != "memory":
-        return None
-    return MemoryStreamStore(config, clock, on_trim_done)
-
-
 class StreamService:
     """Resolves Streams against the Registry, validates calls and talks to the store."""
 
@@ -58,19 +46,39 @@ class StreamService:
         config: StreamStoreConfig,
         clock: Clock,
         store: StreamStore | None | _Unset = _UNSET,
+        on_step_writes_idle: Callable[[], None] = lambda: None,
     ) -> None:
         self.registry = registry
         self.config = config
         self.clock = clock
         if isinstance(store, _Unset):
-            store = memory_store(config, clock)
+            store = stream_store(config, clock)
         #: None when the Stream Store is disabled.
         self.store: StreamStore | None = store
+        self._step_writes = None if store is None else StepWrites(store, on_step_writes_idle)
 
-    def close(self) -> None:
-        """Close the store: waiting readers return, later calls fail."""
+    async def open(self) -> None:
+        """Open the store (reach its database); called once, before anything else."""
         if self.store is not None:
-            self.store.close()
+            await self.store.open()
+
+    async def close(self) -> None:
+        """Close the store: waiting readers return, queued Step writes are dropped, later
+        calls fail."""
+        if self._step_writes is not None:
+            await self._step_writes.close()
+        if self.store is not None:
+            await self.store.close()
+
+    def step_writes_pending(self) -> int:
+        """Return how many Step messages are on their way to the store."""
+        return 0 if self._step_writes is None else self._step_writes.pending()
+
+    async def step_writes_sent(self, source: str) -> None:
+        """Return once the messages ``source`` (``#<stepExecutionId>``) wrote so far are in the
+        store, or dropped."""
+        if self._step_writes is not None:
+            await self._step_writes.sent(source)
 
     def resolve(self, stream: Stream[Any] | str, flow_type: str | None) -> tuple[str, Stream[Any]]:
         """Return (Flow type, declaration) for a Stream declaration or name.
@@ -129,7 +137,7 @@ class StreamService:
             source=message.source,
         )
 
-    def write(
+    async def write(
         self, flow_type: str, stream: Stream[Any], flow_id: str, value: Any, source: Any
     ) -> str:
         """Append a client message and return its resume token."""
@@ -146,7 +154,9 @@ class StreamService:
         value = _codec.validate(stream.value_type, value, what="value", strict=False)
         text = _codec.encode(value)
         store = self._store("writeStream")
-        message = store.append(flow_type, stream.name, self.capacity(stream), flow_id, source, text)
+        message = await store.append(
+            flow_type, stream.name, self.capacity(stream), flow_id, source, text
+        )
         return tokens.encode_token(
             tokens.RESUME, store.epoch, message.seq, tokens.binding(flow_type, flow_id, stream.name)
         )
@@ -175,11 +185,15 @@ class StreamService:
         if epoch is not None and epoch != store.epoch:
             after = 0  # issued before a restart: those messages are gone, start at the head
         found = await store.next_after(flow_type, stream.name, flow_id, after, wait_seconds)
+        if found is None and after and epoch != store.epoch:
+            # A shared store learned during the read that its contents were lost: ``after``
+            # counted in the old ones, so the retained head is the next message.
+            found = await store.next_after(flow_type, stream.name, flow_id, 0, 0)
         return (
             None if found is None else self._message(flow_type, stream, flow_id, found, store.epoch)
         )
 
-    def list(
+    async def list(
         self,
         flow_type: str,
         stream: Stream[Any],
@@ -205,7 +219,9 @@ class StreamService:
         store = self._store("listStreamMessages")
         if epoch is not None and epoch != store.epoch:
             return StreamMessagePage([], "")  # the anchor's messages vanished with a restart
-        found, more = store.page(flow_type, stream.name, flow_id, before, page_size)
+        found, more = await store.page(flow_type, stream.name, flow_id, before, page_size)
+        if epoch is not None and epoch != store.epoch:
+            return StreamMessagePage([], "")  # the page learned that the contents were lost
         messages = [self._message(flow_type, stream, flow_id, m, store.epoch) for m in found]
         token = (
             tokens.encode_token(tokens.PAGE, store.epoch, found[-1].seq, binding) if more else ""
@@ -217,13 +233,11 @@ class StreamService:
     def append_from_step(
         self, flow_type: str, stream: Stream[Any], flow_id: str, source: str, text: str
     ) -> None:
-        """Append a Step's message; a disabled, closed or full store drops it."""
-        if self.store is None:
-            return
-        try:
-            self.store.append(flow_type, stream.name, self.capacity(stream), flow_id, source, text)
-        except (ResourceExhaustedError, FailedPreconditionError) as exc:
-            log.info("dropped a message of %s to Stream %r: %s", source, stream.name, exc.detail)
+        """Send a Step's message on its way without waiting (on the event loop thread); a
+        disabled, closed, full or unreachable store drops it."""
+        if self._step_writes is not None:
+            capacity = self.capacity(stream)
+            self._step_writes.send(flow_type, stream.name, capacity, flow_id, source, text)
 
     # -- the client API -----------------------------------------------------------------------
 
@@ -233,7 +247,7 @@ class StreamService:
         chosen = None if flow_type is None else self.registry.spec_of(flow_type).flow_type
         return self.resolve(stream, chosen)
 
-    def write_client(
+    async def write_client(
         self,
         flow_id: str,
         stream: Stream[Any] | str,
@@ -244,7 +258,7 @@ class StreamService:
         """Resolve the Stream, check the Flow ID and append a client message."""
         kind, declared = self._resolve_for(stream, flow_type)
         check_id(flow_id, "flowId")
-        return self.write(kind, declared, flow_id, value, source)
+        return await self.write(kind, declared, flow_id, value, source)
 
     async def read_client(
         self,
@@ -259,7 +273,7 @@ class StreamService:
         check_id(flow_id, "flowId")
         return await self.read(kind, declared, flow_id, resume_token, wait_seconds)
 
-    def list_client(
+    async def list_client(
         self,
         flow_id: str,
         stream: Stream[Any] | str,
@@ -270,4 +284,4 @@ class StreamService:
         """Resolve the Stream, check the Flow ID and list retained messages newest first."""
         kind, declared = self._resolve_for(stream, flow_type)
         check_id(flow_id, "flowId")
-        return self.list(kind, declared, flow_id, page_size, before_page_token)
+        return await self.list(kind, declared, flow_id, page_size, before_page_token)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -40,8 +40,43 @@ from engine import (
 )
 from engine.testing import settle
 from tests.conftest import running_engine
+from tests.engine.test_stream_store_backends import (
+    drop_stream_database,
+    selected_stores,
+    store_config,
+)
 
 WAIT = 10.0
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def memory_store_only(reason: str) -> Callable[[F], F]:
+    """Run a test on the memory Stream Store only."""
+
+    def mark(test: F) -> F:
+        test.memory_store_only = reason  # type: ignore[attr-defined]
+        return test
+
+    return mark
+
+
+@pytest.fixture(scope="session")
+def _stream_database() -> Iterator[None]:
+    """Drop the database of Stream schemas the postgres runs made when the run ends."""
+    yield
+    drop_stream_database()
+
+
+@pytest.fixture(params=selected_stores())
+async def engine_config(
+    request: pytest.FixtureRequest, engine_config: EngineConfig, _stream_database: None
+) -> AsyncIterator[EngineConfig]:
+    """Run every test on each selected Stream Store (see test_stream_store_backends)."""
+    reason = getattr(request.function, "memory_store_only", None)
+    if reason is not None and request.param != "memory":
+        pytest.skip(f"memory store only: {reason}")
+    async with store_config(request.param, engine_config.database_url) as streams:
+        yield dataclasses.replace(engine_config, streams=streams)
 
 
 class Gates:
@@ -356,6 +391,7 @@ async def test_a_value_of_the_wrong_type_fails_the_step(engine_config: EngineCon
         assert (result.status, result.error_type) == ("FAILED", "InvalidArgumentError")
 
 
+@memory_store_only("it replaces the store with a disabled one")
 async def test_disabled_store_drops_step_writes_and_refuses_clients(
     engine_config: EngineConfig,
 ) -> None:
@@ -410,6 +446,7 @@ async def test_unknown_flow_type_stream_or_bad_ids_are_errors(
             await eng.write_stream("a/b", "progress", "x", source="s", flow_type=type(flow))
 
 
+@memory_store_only("a shared store keeps its contents (test_stream_store_backends)")
 async def test_contents_vanish_on_restart_and_old_tokens_start_at_the_head(
     engine_config: EngineConfig,
 ) -> None:
