@@ -33,6 +33,9 @@ def config_from_settings(settings: Settings) -> engine.EngineConfig:
         step_threads=settings.step_threads,
         rpc_threads=settings.rpc_threads,
         sqlite_synchronous=settings.sqlite_synchronous,
+        database_pool_size=settings.database_pool_size,
+        lease_seconds=settings.lease_seconds,
+        poll_seconds=settings.poll_seconds,
         streams=engine.StreamStoreConfig(
             backend=settings.stream_store_backend,
             redis_url=settings.stream_redis_url,

@@ -42,6 +42,18 @@ class Settings(BaseSettings):
     retention_days: float = Field(
         30.0, ge=0, description="Closed runs are purged this many days after closing; 0 keeps them."
     )
+    database_pool_size: int = Field(
+        10, ge=1, description="PostgreSQL: connections each process keeps open."
+    )
+    lease_seconds: float = Field(
+        15.0,
+        gt=0,
+        description="PostgreSQL: a process that stops renewing its lease for this long is "
+        "dead; the others take over its Steps and free its locks.",
+    )
+    poll_seconds: float = Field(
+        1.0, gt=0, description="PostgreSQL: how often a process looks for dead processes' work."
+    )
     lock_retry_seconds: float = Field(
         10.0, ge=0, description="How long example routes retry an RPC lock conflict."
     )

@@ -24,3 +24,9 @@ class EngineConfig:
     #: Closed runs stay readable this long, then are purged; None keeps them forever.
     retention: timedelta | None = timedelta(days=30)
     retention_check_interval: timedelta = timedelta(hours=1)
+    #: PostgreSQL: connections each process keeps open (as many again may open under load).
+    database_pool_size: int = 10
+    #: PostgreSQL: how long a process's claims and RPC locks outlive its last lease renewal.
+    lease_seconds: float = 15.0
+    #: PostgreSQL: how often a process looks for the work of processes that died.
+    poll_seconds: float = 1.0

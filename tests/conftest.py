@@ -17,6 +17,7 @@ from fastapi import FastAPI
 import engine
 from app.main import config_from_settings, create_app
 from app.settings import Settings
+from tests.server import TEST_LEASE_SECONDS, TEST_POLL_SECONDS
 from tests.support import backends
 
 
@@ -55,7 +56,11 @@ def engine_config(tmp_path: Path, db_url: str) -> engine.EngineConfig:
     """Return an EngineConfig on this test's database and blob directory."""
     # NORMAL keeps the suite fast; the crash tests use the FULL default of the server.
     return engine.EngineConfig(
-        database_url=db_url, blob_dir=str(tmp_path / "blobs"), sqlite_synchronous="NORMAL"
+        database_url=db_url,
+        blob_dir=str(tmp_path / "blobs"),
+        sqlite_synchronous="NORMAL",
+        lease_seconds=TEST_LEASE_SECONDS,
+        poll_seconds=TEST_POLL_SECONDS,
     )
 
 
@@ -63,7 +68,11 @@ def engine_config(tmp_path: Path, db_url: str) -> engine.EngineConfig:
 def settings(tmp_path: Path, db_url: str) -> Settings:
     """Return server Settings on this test's database."""
     return Settings(
-        database_url=db_url, blob_dir=str(tmp_path / "blobs"), sqlite_synchronous="NORMAL"
+        database_url=db_url,
+        blob_dir=str(tmp_path / "blobs"),
+        sqlite_synchronous="NORMAL",
+        lease_seconds=TEST_LEASE_SECONDS,
+        poll_seconds=TEST_POLL_SECONDS,
     )
 
 

@@ -22,6 +22,8 @@ from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 30.0
+TEST_LEASE_SECONDS = 2.0
+TEST_POLL_SECONDS = 0.2
 
 
 def free_port() -> int:
@@ -66,6 +68,10 @@ class ServerProcess:
             DEXLITE_DATABASE_URL=database_url_for(self.data_dir),
             DEXLITE_BLOB_DIR=str(self.data_dir / "blobs"),
             PYTHONPATH=str(ROOT),
+            # On PostgreSQL a killed server's work is taken over once its lease expires: short
+            # leases keep the restarts of the tests quick.
+            DEXLITE_LEASE_SECONDS=str(TEST_LEASE_SECONDS),
+            DEXLITE_POLL_SECONDS=str(TEST_POLL_SECONDS),
             **self.extra_env,
         )
         with self.log_path.open("ab") as log:

@@ -121,7 +121,7 @@ class Attributes:
                 )
             )
         finally:
-            self._locks.release(flow_id, owner)
+            await self._locks.release_now(flow_id, owner)
         return flow_id, run.run_id
 
 

@@ -27,7 +27,7 @@ class Committer:
         """Apply ``unit`` in one transaction, publish its result, and return it."""
         self._activity.enter(COMMITS)
         try:
-            result = await self._database.write(unit)
+            result = await self._database.write(self._notifier.within(unit))
             self._notifier.publish(result)
             return result
         finally:

@@ -8,7 +8,7 @@ store, blob store) here and nowhere else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine._runtime.activity import Activity
 from engine._runtime.attributes import Attributes
@@ -24,6 +24,8 @@ from engine._runtime.recovery import recover
 from engine._runtime.retention import Retention
 from engine._runtime.rpcs import RPCExecutor
 from engine._runtime.scheduler import Scheduler
+from engine._runtime.shared.lease import new_process_id
+from engine._runtime.shared.parts import SharedParts, shared_parts
 from engine._runtime.snapshots import Snapshots
 from engine._runtime.starts import Starter
 from engine._runtime.step_queue import MemoryStepQueue
@@ -32,6 +34,7 @@ from engine._runtime.timers import ClockTimers
 from engine._runtime.waits import ChannelWaits
 from engine._storage.blobs import FileBlobStore
 from engine._storage.database import DatabaseSettings, open_database
+from engine._storage.postgres import PostgresDatabase
 from engine._streams import StreamService, stream_store
 from engine.clock import Clock
 from engine.config import EngineConfig
@@ -67,33 +70,61 @@ class Services:
     starter: Starter
     rpcs: RPCExecutor
     retention: Retention | None
+    followers: CommitFollowers
+    shared: SharedParts | None = field(default=None)
     recovered_steps: int = 0
 
     async def start(self) -> None:
         """Open storage, resume every open run, and start running Steps and timers."""
         await self.database.open()
         try:
+            if self.shared is not None:
+                await self.shared.start(self.followers.on_remote)
             await self.streams.open()
         except BaseException:
+            if self.shared is not None:
+                await self.shared.stop()
             await self.database.close()
             raise
         self.timers.start()
-        self.recovered_steps = await recover(
+        self.recovered_steps = await self._recover()
+        self.scheduler.start()
+        if self.shared is not None:
+            self.shared.coordinator(self._sweep).start()
+        if self.retention is not None:
+            self.retention.start()
+        self.clock.attach(self.activity)
+
+    async def _recover(self) -> int:
+        return await recover(
             database=self.database,
             registry=self.registry,
             locks=self.locks,
             scheduler=self.scheduler,
             timeouts=self.timeouts,
             waits=self.waits,
+            claim=self.queue if self.shared is not None else None,
         )
-        self.scheduler.start()
-        if self.retention is not None:
-            self.retention.start()
-        self.clock.attach(self.activity)
+
+    async def _sweep(self) -> None:
+        """Re-arm every open run's timeout and re-watch every durable wait (a process that was
+        doing so died); Steps are claimed by the poll."""
+        await recover(
+            database=self.database,
+            registry=self.registry,
+            locks=self.locks,
+            scheduler=self.scheduler,
+            timeouts=self.timeouts,
+            waits=self.waits,
+            claim=None,
+            steps=False,
+        )
 
     async def close(self) -> None:
         """Stop running Steps and close storage; open runs resume on the next start."""
         self.clock.detach(self.activity)
+        if self.shared is not None:
+            await self.shared.stop_polling()
         await self.streams.close()  # waiting Stream readers return now
         await self.scheduler.close()
         await self.waits.close()
@@ -102,25 +133,49 @@ class Services:
         if self.retention is not None:
             await self.retention.stop()
         self.rpcs.close()
+        if self.shared is not None:
+            await self.shared.stop()  # after the attempts stopped: the others take over now
         await self.database.close()
 
 
 def compose(registry: Registry, config: EngineConfig) -> Services:
-    """Build the parts of an Engine over one SQLite database, in this process."""
+    """Build the parts of an Engine: in-process coordination over SQLite, coordination
+    through the database on PostgreSQL (where several processes may serve it)."""
     clock = config.clock
     activity = Activity()
+    process_id = new_process_id()
     database: Database = open_database(
         DatabaseSettings(
             url=config.database_url,
             sqlite_synchronous=config.sqlite_synchronous,
             max_batch=config.max_commit_batch,
-        )
+            pool_size=config.database_pool_size,
+        ),
+        claimant=process_id,
     )
     blobs = FileBlobStore(config.blob_dir)
     timers = ClockTimers(clock, on_fired=activity.touch)
-    locks = MemoryLockTable()
-    queue = MemoryStepQueue(timers, clock)
-    notifier = LocalNotifier()
+    shared = None
+    locks: LockTable
+    queue: StepQueue
+    notifier: LocalNotifier
+    if isinstance(database, PostgresDatabase):
+        # Several processes may serve this database: coordinate through it.
+        shared = shared_parts(
+            database=database,
+            process_id=process_id,
+            registry=registry,
+            timers=timers,
+            clock=clock,
+            activity=activity,
+            lease_seconds=config.lease_seconds,
+            poll_seconds=config.poll_seconds,
+        )
+        locks, queue, notifier = shared.locks, shared.queue, shared.notifier
+    else:
+        locks = MemoryLockTable()
+        queue = MemoryStepQueue(timers, clock)
+        notifier = LocalNotifier()
     committer = Committer(database, notifier, activity)
     snapshots = Snapshots(database, blobs)
     store = stream_store(config.streams, clock, config.database_url, activity.touch)
@@ -153,15 +208,10 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     waits = ChannelWaits(committer=committer, timers=timers, activity=activity, clock=clock)
     matches = AttributeMatches(registry, database, snapshots)
     watchers = RunWatchers()
-    notifier.subscribe(
-        CommitFollowers(
-            scheduler=scheduler,
-            matches=matches,
-            watchers=watchers,
-            timeouts=timeouts,
-            waits=waits,
-        ).on_commit
+    followers = CommitFollowers(
+        scheduler=scheduler, matches=matches, watchers=watchers, timeouts=timeouts, waits=waits
     )
+    notifier.subscribe(followers.on_commit)
     activity.add_probe(lambda: f"{n} {STEPS_DUE}" if (n := queue.ready()) else None)
     activity.add_probe(lambda: TIMERS_DUE if timers.has_due() else None)
     if store is not None:
@@ -230,4 +280,6 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             threads=config.rpc_threads,
         ),
         retention=retention,
+        followers=followers,
+        shared=shared,
     )

@@ -9,12 +9,17 @@ is armed, and a closed run's watchers wake, its timeout is disarmed and the pare
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine._runtime.flows import RunWatchers
 from engine._runtime.matches import AttributeMatches
 from engine._runtime.scheduler import Scheduler
 from engine._runtime.timeouts import Timeouts
 from engine._runtime.waits import ChannelWaits
 from engine._storage.records import CommitResult
+
+if TYPE_CHECKING:
+    from engine._runtime.shared.notify import RemoteChange
 
 
 class CommitFollowers:
@@ -60,3 +65,20 @@ class CommitFollowers:
                 self._timeouts.cancel(change.run_id)
                 self._watchers.closed(change.run_id)
                 self._waits.closed(change.run_id)
+
+    def on_remote(self, change: RemoteChange) -> None:
+        """Follow up on a run another process's commit changed: only what is this process's
+        own (its waiters, its attempts); the committing process queued and armed the rest."""
+        self._matches.remote(change.flow_id, change.run_id, change.written, change.closed)
+        if change.ended_step_ids:
+            self._scheduler.end(change.flow_id, change.ended_step_ids)
+            for step_id in change.ended_step_ids:
+                self._waits.forget(step_id)
+        if isinstance(change.published, str):
+            self._waits.published_any(change.run_id)
+        elif change.published:
+            self._waits.published(change.run_id, change.published)
+        if change.closed:
+            self._timeouts.cancel(change.run_id)
+            self._watchers.closed(change.run_id)
+            self._waits.closed(change.run_id)

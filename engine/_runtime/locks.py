@@ -65,7 +65,7 @@ class MemoryLockTable:
             locks.holders[key] = (RPC, owner)
 
     def acquire_for_step(
-        self, flow_id: str, keys: Iterable[str], owner: str
+        self, flow_id: str, keys: Iterable[str], owner: str, phase: str = ""
     ) -> asyncio.Future[None]:
         """Return a future that resolves once the Step holds every key (FIFO among Steps)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -100,6 +100,10 @@ class MemoryLockTable:
                 remaining.append(waiter)
         locks.waiters = remaining
         self._grant(flow_id, locks)
+
+    async def release_now(self, flow_id: str, owner: str) -> None:
+        """Release an RPC invocation's keys (at once: they live in memory)."""
+        self.release(flow_id, owner)
 
     def _grant(self, flow_id: str, locks: _FlowLocks) -> None:
         blocked: set[str] = set()

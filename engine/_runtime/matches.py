@@ -59,6 +59,7 @@ class AttributeMatches:
         self._database = database
         self._snapshots = snapshots
         self._by_run: dict[str, set[_Waiter]] = {}
+        self._rereads: set[asyncio.Task[None]] = set()
 
     def waiting(self) -> int:
         """Return how many calls wait for a match no commit has given them yet."""
@@ -79,6 +80,29 @@ class AttributeMatches:
                 waiter.offer(latest[waiter.key])
             if closed:
                 waiter.closed()
+
+    def remote(
+        self, flow_id: str, run_id: str, keys: Iterable[tuple[str, str]] | str, closed: bool
+    ) -> None:
+        """Another process's commit wrote ``keys`` (``"*"``: any) of ``run_id``: its waiters
+        here read their value again, and the run's close ends them."""
+        if closed:
+            for waiter in list(self._by_run.get(run_id, ())):
+                waiter.closed()
+            return
+        chosen = keys if keys == "*" else set(keys)
+        for waiter in list(self._by_run.get(run_id, ())):
+            if chosen == "*" or waiter.key in chosen:
+                task = asyncio.get_running_loop().create_task(self._reread(flow_id, run_id, waiter))
+                self._rereads.add(task)
+                task.add_done_callback(self._rereads.discard)
+
+    async def _reread(self, flow_id: str, run_id: str, waiter: _Waiter) -> None:
+        name, instance = waiter.key
+        plan = LoadPlan((), (), (waiter.key,)) if instance else LoadPlan((name,))
+        snapshot = await self._snapshots.read(flow_id, run_id, plan)
+        stored = None if snapshot is None else snapshot.values.get(waiter.key)
+        waiter.offer(stored.value if stored is not None else None)
 
     def add(self, run_id: str, waiter: _Waiter) -> None:
         """Register a waiter on ``run_id``."""
@@ -175,7 +199,12 @@ class AttributeMatches:
                 try:
                     await asyncio.wait_for(asyncio.shield(waiter.future), wait_seconds)
                 except TimeoutError:
-                    return AttributeMatch(False, None)
+                    # A final read: a commit another process made may have gone unannounced.
+                    last = await self._snapshots.read(flow_id, run.run_id, plan)
+                    stored = None if last is None else last.values.get(key)
+                    waiter.offer(stored.value if stored is not None else None)
+                    if not waiter.future.done():
+                        return AttributeMatch(False, None)
             outcome, text = waiter.future.result()
             if outcome == _CLOSED:
                 raise _not_active(flow_id)

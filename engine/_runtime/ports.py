@@ -103,14 +103,19 @@ class LockTable(Protocol):
     async def acquire_for_rpc(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
         """Take every key at once or raise RPCLockConflictError naming a held key."""
 
-    def acquire_for_step(self, flow_id: str, keys: Iterable[str], owner: str) -> Awaitable[None]:
-        """Return an awaitable that completes once the Step holds every key."""
+    def acquire_for_step(
+        self, flow_id: str, keys: Iterable[str], owner: str, phase: str = ""
+    ) -> Awaitable[None]:
+        """Return an awaitable that completes once the Step holds every key (for ``phase``)."""
 
     def hold_for_step(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
         """Record that a queued retry keeps ``keys`` (recovery, before anything else runs)."""
 
     def release(self, flow_id: str, owner: str) -> None:
         """Release every key ``owner`` holds or waits for."""
+
+    async def release_now(self, flow_id: str, owner: str) -> None:
+        """Release an RPC invocation's keys, done before the RPC answers its caller."""
 
 
 class StepQueue(Protocol):
@@ -140,6 +145,12 @@ CommitListener = Callable[[CommitResult], None]
 
 class Notifier(Protocol):
     """Delivers every commit to the listeners that follow up on it."""
+
+    def within(
+        self, unit: Callable[[Connection], CommitResult]
+    ) -> Callable[[Connection], CommitResult]:
+        """Return ``unit`` as the database should run it (announcing it to other processes
+        in its own transaction, where there are any)."""
 
     def publish(self, result: CommitResult) -> None:
         """Deliver ``result`` to every listener."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from engine._runtime.ports import Database, LockTable
+from engine._runtime.ports import Database, LockTable, StepQueue
 from engine._runtime.scheduler import Scheduler
 from engine._runtime.timeouts import Timeouts
 from engine._runtime.waits import ChannelWaits
@@ -23,12 +23,17 @@ async def recover(
     scheduler: Scheduler,
     timeouts: Timeouts,
     waits: ChannelWaits,
+    claim: StepQueue | None = None,
+    steps: bool = True,
 ) -> int:
     """Re-arm Flow timeouts, queue every pending Step and watch every durable wait again;
     return how many Steps resumed.
 
     A queued retry keeps its locks, so it takes them here, before any RPC can. A wait is tried
     at once: messages published while no process ran may already meet it.
+
+    On a shared database (``claim``: its StepQueue) a pending Step is only offered for a claim:
+    another live process may be running it, and its locks are that process's to release.
     """
     for run in await reads.running_runs(database):
         if run.timeout_at is not None:
@@ -36,6 +41,8 @@ async def recover(
     known = set(registry.flow_types)
     count = 0
     for step, spec in await reads.active_steps(database):
+        if not steps and spec is None:
+            continue  # ``steps`` False: only the durable waits
         if step.flow_type not in known:
             log.warning(
                 "not resuming Step %s: Flow type %s is not registered", step.id, step.flow_type
@@ -50,6 +57,9 @@ async def recover(
         count += 1
         if spec is not None:
             waits.watch(WaitingStep(step, spec))
+            continue
+        if claim is not None:
+            claim.submit(step)
             continue
         if step.keeps_locks:
             locks.hold_for_step(step.flow_id, sspec.plans[step.phase].lock_keys, step.id)

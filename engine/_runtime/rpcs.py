@@ -193,7 +193,7 @@ class RPCExecutor:
                 )
             return staged.output
         finally:
-            self._locks.release(flow_id, owner)
+            await self._locks.release_now(flow_id, owner)
 
     @staticmethod
     def _plan(

@@ -174,7 +174,7 @@ class Scheduler:
             if not step.keeps_locks:
                 _, sspec = self._spec(step)
                 granted = self._locks.acquire_for_step(
-                    step.flow_id, sspec.plans[step.phase].lock_keys, step.id
+                    step.flow_id, sspec.plans[step.phase].lock_keys, step.id, step.phase
                 )
                 # Waiting for a lock is not work: only another attempt or RPC can end it.
                 self._activity.leave(ATTEMPTS)
@@ -328,7 +328,11 @@ class Scheduler:
     async def _commit_step(self, attempt: Attempt, staged: StagedEffects) -> None:
         step = attempt.step
         unit = commits.commit_step(
-            run_id=step.run_id, attempt=step.attempt, effects=staged, now=self._now()
+            run_id=step.run_id,
+            attempt=step.attempt,
+            effects=staged,
+            now=self._now(),
+            fence=step.fence,
         )
         await self._commit(attempt, unit)
 

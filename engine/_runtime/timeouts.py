@@ -52,7 +52,10 @@ class Timeouts:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def schedule(self, run_id: str, flow_id: str, flow_type: str, at_us: int) -> None:
-        """Time ``run_id`` out at ``at_us`` (epoch microseconds) unless it closes first."""
+        """Time ``run_id`` out at ``at_us`` (epoch microseconds) unless it closes first (once:
+        a run already scheduled keeps its timer)."""
+        if run_id in self._handles:
+            return
 
         def fire() -> None:
             self._handles.pop(run_id, None)

@@ -124,6 +124,13 @@ class ChannelWaits:
             for step_id in list(self._by_queue.get((run_id, channel, instance), ())):
                 self._try(step_id)
 
+    def published_any(self, run_id: str) -> None:
+        """Try every wait of ``run_id`` on a queue (a commit elsewhere published to some)."""
+        for (run, _channel, _instance), step_ids in list(self._by_queue.items()):
+            if run == run_id:
+                for step_id in list(step_ids):
+                    self._try(step_id)
+
     def closed(self, run_id: str) -> None:
         """Try the waits on a child run a commit just closed."""
         for step_id in list(self._by_child.get(run_id, ())):

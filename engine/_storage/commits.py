@@ -47,9 +47,11 @@ def _open_run(conn: Connection, run_id: str) -> LockedRun | None:
     return run if run is not None and run.is_running else None
 
 
-def _current_attempt(conn: Connection, run_id: str, step_id: str, attempt: int) -> LockedRun:
+def _current_attempt(
+    conn: Connection, run_id: str, step_id: str, attempt: int, fence: int
+) -> LockedRun:
     run = _open_run(conn, run_id)
-    if run is None or not rows.attempt_is_current(conn, step_id, attempt):
+    if run is None or not rows.attempt_is_current(conn, step_id, attempt, fence):
         raise StaleAttemptError(step_id)
     return run
 
@@ -97,13 +99,16 @@ def commit_rpc(
     return unit
 
 
-def commit_step(*, run_id: str, attempt: int, effects: StagedEffects, now: int) -> Unit:
-    """Commit a Step attempt's result (a decision, a final failure or a wait_for's end)."""
+def commit_step(
+    *, run_id: str, attempt: int, effects: StagedEffects, now: int, fence: int = 0
+) -> Unit:
+    """Commit a Step attempt's result (a decision, a final failure or a wait_for's end), made
+    under the claim ``fence``."""
     decision = effects.decision
     assert isinstance(decision, StepClose | EnterExecute | EnterWait)
 
     def unit(conn: Connection) -> CommitResult:
-        run = _current_attempt(conn, run_id, decision.step_id, attempt)
+        run = _current_attempt(conn, run_id, decision.step_id, attempt, fence)
         return CommitResult(tuple(apply_effects(conn, run, effects, now)))
 
     return unit
@@ -112,10 +117,11 @@ def commit_step(*, run_id: str, attempt: int, effects: StagedEffects, now: int) 
 def retry_step(
     *, step: QueuedStep, attempt: int, error_type: str, error_message: str, now: int
 ) -> Unit:
-    """Record a failed attempt and schedule ``step``, its next one; its writes are discarded."""
+    """Record a failed attempt and schedule ``step``, its next one (still under the failed
+    attempt's claim, ``step.fence``); its writes are discarded."""
 
     def unit(conn: Connection) -> CommitResult:
-        run = _current_attempt(conn, step.run_id, step.id, attempt)
+        run = _current_attempt(conn, step.run_id, step.id, attempt, step.fence)
         rows.requeue_step(conn, step)
         event = {
             "stepExecutionId": step.execution_id,

@@ -315,9 +315,10 @@ def _single_pool() -> Any:
     return StaticPool
 
 
-def open_database(settings: DatabaseSettings) -> Any:
+def open_database(settings: DatabaseSettings, claimant: str = "") -> Any:
     """Return the Database for ``settings.url``: SQLite, or PostgreSQL (``postgresql+asyncpg``).
 
+    ``claimant`` names this process on a shared database (its commits claim their Steps).
     Raises InvalidArgumentError naming ``databaseUrl`` for any other URL.
     """
     try:
@@ -331,7 +332,7 @@ def open_database(settings: DatabaseSettings) -> Any:
     if backend == "postgresql":
         from engine._storage.postgres import PostgresDatabase
 
-        return PostgresDatabase(settings.url, pool_size=settings.pool_size)
+        return PostgresDatabase(settings.url, claimant=claimant, pool_size=settings.pool_size)
     raise InvalidArgumentError(
         f"databaseUrl must be sqlite+aiosqlite:///... or postgresql+asyncpg://..., got {backend}",
         field="databaseUrl",

@@ -10,9 +10,8 @@ commit in parallel, and PostgreSQL's own group commit shares the WAL flushes.
 A unit that loses a deadlock or a serialization check is rolled back by the server; it only
 touches the database, so it is replayed, a few times, before the error reaches its caller.
 
-Until the coordination parts (locks, the Step queue, timers, the notifier) have their
-PostgreSQL versions, they live in one process's memory, as on SQLite: so one process serves a
-database, and it holds a session advisory lock to refuse a second one.
+Several processes may serve one database. Each pooled connection carries this process's ID
+(``rows.CLAIMANT``), so that the commits of this process claim the Step executions they queue.
 """
 
 from __future__ import annotations
@@ -22,20 +21,17 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from engine._storage.rows import CLAIMANT
 from engine._storage.schema import upgrade_postgres
-from engine.errors import FailedPreconditionError
 
 log = logging.getLogger("dexlite.postgres")
 
 T = TypeVar("T")
-
-#: The advisory lock the serving process holds ("dexlite:serve" folded to 63 bits).
-SERVE_LOCK_KEY = 0x64786C7365727665
 
 #: SQLSTATEs of a transaction PostgreSQL rolled back for a conflict that a replay can clear.
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
@@ -45,17 +41,19 @@ MAX_ATTEMPTS = 5
 class PostgresDatabase:
     """The Database on PostgreSQL (``postgresql+asyncpg://...``)."""
 
-    def __init__(self, url: str, *, pool_size: int = 10, max_overflow: int = 10) -> None:
+    def __init__(
+        self, url: str, *, claimant: str, pool_size: int = 10, max_overflow: int = 10
+    ) -> None:
         self.url = make_url(url)
         if self.url.get_backend_name() != "postgresql":
             raise ValueError(f"not a PostgreSQL URL: {url}")
         if self.url.get_driver_name() != "asyncpg":
             self.url = self.url.set(drivername="postgresql+asyncpg")
+        self.claimant = claimant
         self._pool_size = pool_size
         self._max_overflow = max_overflow
         self._engine: AsyncEngine | None = None
         self._reads: AsyncEngine | None = None
-        self._owner: Any = None  # the connection holding the serve lock
 
     async def open(self) -> None:
         """Create or upgrade the schema (safe when several processes start at once), then
@@ -67,11 +65,16 @@ class PostgresDatabase:
             pool_pre_ping=True,
             connect_args={"server_settings": {"application_name": "dexlite"}},
         )
+        claimant = self.claimant
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _tag(_dbapi_connection: Any, record: Any) -> None:
+            record.info[CLAIMANT] = claimant
+
         try:
             async with engine.connect() as conn:
                 await conn.run_sync(upgrade_postgres)
                 await conn.commit()
-            self._owner = await _claim(engine, self.url.render_as_string(hide_password=True))
         except BaseException:
             await engine.dispose()
             raise
@@ -82,9 +85,6 @@ class PostgresDatabase:
 
     async def close(self) -> None:
         """Release every connection (units under way finish first: their callers await them)."""
-        if self._owner is not None:
-            await self._owner.close()  # ending the session releases the serve lock
-            self._owner = None
         if self._engine is not None:
             await self._engine.dispose()
             self._engine = None
@@ -110,30 +110,14 @@ class PostgresDatabase:
                 await asyncio.sleep(0.005 * attempt)  # let the winner of the conflict commit
         raise AssertionError("unreachable")
 
+    def dsn(self) -> str:
+        """Return the database's URL for a plain asyncpg connection (LISTEN)."""
+        return self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
     def reader(self) -> AsyncEngine:
         """Return the async engine search pages read through."""
         assert self._reads is not None, "database is not open"
         return self._reads
-
-
-async def _claim(engine: AsyncEngine, shown_url: str) -> Any:
-    """Take the serve lock on a connection of its own, or raise FailedPreconditionError."""
-    conn = await engine.connect()
-    try:
-        got = (
-            await conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": SERVE_LOCK_KEY})
-        ).scalar()
-        await conn.commit()
-    except BaseException:
-        await conn.close()
-        raise
-    if not got:
-        await conn.close()
-        raise FailedPreconditionError(
-            f"the database {shown_url} is already served by another process; this build runs "
-            "one engine process per PostgreSQL database"
-        )
-    return conn
 
 
 def _sqlstate(exc: DBAPIError) -> str | None:

@@ -48,7 +48,10 @@ _READ_LATEST_RUN = (
 _LOCKING = {"sqlite": (_READ_RUN, _READ_LATEST_RUN)}
 _FOR_UPDATE = (_READ_RUN.with_for_update(), _READ_LATEST_RUN.with_for_update())
 _STATUS = {status.value: status for status in RunStatus}
-_ATTEMPT = select(_se.c.state, _se.c.attempt).where(_se.c.id == bindparam("step_id"))
+_ATTEMPT = select(_se.c.state, _se.c.attempt, _se.c.fence).where(_se.c.id == bindparam("step_id"))
+#: ``conn.info`` key: the ID of the process whose commits claim the Steps they queue (set on
+#: the connections of a shared database; absent on SQLite, whose Steps are never claimed).
+CLAIMANT = "dexlite.claimant"
 _DELETE_ATTRIBUTE = delete(t.attributes).where(
     t.attributes.c.run_id == bindparam("r"),
     t.attributes.c.instance == bindparam("i"),
@@ -74,6 +77,10 @@ _REQUEUE_STEP = (
     .where(_se.c.id == bindparam("b_id"))
     .values(phase=bindparam("b_phase"), attempt=bindparam("b_attempt"), due_at=bindparam("b_due"))
 )
+# On a shared database the committing process claims the attempt it queues, with a new token.
+_REQUEUE_CLAIMED = _REQUEUE_STEP.values(
+    claimed_by=bindparam("b_claimant"), fence=_se.c.fence + 1
+).returning(_se.c.fence)
 _COUNT_ACTIVE = (
     select(func.count())
     .select_from(_se)
@@ -186,10 +193,16 @@ def lock_latest_run(conn: Connection, flow_id: str) -> LatestRun | None:
     return LatestRun(row.run_id, row.flow_id, row.flow_type, _STATUS[row.status], row.request_id)
 
 
-def attempt_is_current(conn: Connection, step_id: str, attempt: int) -> bool:
-    """Return True when the Step execution is still pending at ``attempt`` (lock its run first)."""
+def attempt_is_current(conn: Connection, step_id: str, attempt: int, fence: int = 0) -> bool:
+    """Return True when the Step execution is still pending at ``attempt`` under the claim
+    ``fence`` (lock its run first): a superseded claim's attempt may no longer commit."""
     row = conn.execute(_ATTEMPT, {"step_id": step_id}).first()
-    return row is not None and row.state == StepState.PENDING and row.attempt == attempt
+    return (
+        row is not None
+        and row.state == StepState.PENDING
+        and row.attempt == attempt
+        and row.fence == fence
+    )
 
 
 def insert_run(conn: Connection, request: StartRequest, now: int) -> None:
@@ -328,6 +341,11 @@ def insert_steps(conn: Connection, steps: Iterable[QueuedStep], now: int) -> Non
         }
         for s in steps
     ]
+    claimant = conn.info.get(CLAIMANT)
+    if claimant is not None:
+        for row, step in zip(rows, steps, strict=True):
+            row["claimed_by"], row["fence"] = claimant, 1
+            step.fence = 1
     if rows:
         conn.execute(_INSERT_STEPS, rows)
 
@@ -360,11 +378,19 @@ def _count_statement(conn: Connection) -> Any:
 
 
 def requeue_step(conn: Connection, step: QueuedStep) -> None:
-    """Record a pending execution's next attempt: its phase, attempt number and due time."""
-    conn.execute(
-        _REQUEUE_STEP,
-        {"b_id": step.id, "b_phase": step.phase, "b_attempt": step.attempt, "b_due": step.due_at},
-    )
+    """Record a pending execution's next attempt: its phase, attempt number and due time
+    (on a shared database also this process's claim on it, whose token ``step`` takes)."""
+    params = {
+        "b_id": step.id,
+        "b_phase": step.phase,
+        "b_attempt": step.attempt,
+        "b_due": step.due_at,
+    }
+    claimant = conn.info.get(CLAIMANT)
+    if claimant is None:
+        conn.execute(_REQUEUE_STEP, params)
+        return
+    step.fence = conn.execute(_REQUEUE_CLAIMED, {**params, "b_claimant": claimant}).scalar_one()
 
 
 def close_step(

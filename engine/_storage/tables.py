@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlmodel import Field, SQLModel
 
@@ -46,6 +47,8 @@ class RunRow(SQLModel, table=True):
         Index("ix_runs_status", "status"),
         # SearchFlows' default order (StartTime desc, then run ID).
         Index("ix_runs_started", "started_at", "run_id"),
+        # Every process of a shared database looks for open runs whose timeout is due.
+        Index("ix_runs_timeout", "status", "timeout_at"),
     )
 
     run_id: str = Field(primary_key=True)
@@ -90,6 +93,7 @@ class StepExecutionRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_steps_run_state", "run_id", "state"),
         Index("ix_steps_state", "state"),
+        Index("ix_steps_claimable", "state", "due_at"),
     )
 
     id: str = Field(primary_key=True)
@@ -106,6 +110,13 @@ class StepExecutionRow(SQLModel, table=True):
     output: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     error_type: str | None = None
     error_message: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    #: PostgreSQL with several processes: the process whose claim runs the next attempt...
+    claimed_by: str | None = None
+    #: ...and the claim's fencing token, raised by every claim: a commit of an attempt made
+    #: under an older claim is refused (SQLite never claims, so it stays 0 there).
+    fence: int = Field(
+        default=0, sa_column=Column(BigInteger, nullable=False, server_default=text("0"))
+    )
 
 
 class StepCounterRow(SQLModel, table=True):
@@ -244,6 +255,61 @@ class SearchTextRow(SQLModel, table=True):
     body: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class ProcessRow(SQLModel, table=True):
+    """A serving process on a shared (PostgreSQL) database and its lease.
+
+    The process renews ``lease_expires_at`` (microseconds of the database server's clock);
+    once it passes, the process is dead: its Step claims and RPC locks are free to take over.
+    """
+
+    __tablename__ = "processes"
+
+    process_id: str = Field(primary_key=True)
+    host: str
+    pid: int
+    started_at: int = Field(sa_column=Column(BigInteger, nullable=False))
+    lease_expires_at: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
+class AttributeLockRow(SQLModel, table=True):
+    """An Attribute lock held on a shared database: by a Step execution (``owner`` is its ID,
+    ``phase`` the phase it holds it for) or by an RPC invocation of ``process_id``.
+
+    A Step's lock lives while its execution is pending in that phase; an RPC's while its
+    process's lease does. Rows of ended holders are dead and removed by the next lock change.
+    """
+
+    __tablename__ = "attribute_locks"
+    __table_args__ = (Index("ix_attribute_locks_owner", "flow_id", "owner"),)
+
+    flow_id: str = Field(primary_key=True)
+    lock_key: str = Field(primary_key=True)
+    owner: str
+    kind: str
+    phase: str = ""
+    process_id: str
+
+
+class LockWaiterRow(SQLModel, table=True):
+    """A Step attempt waiting for Attribute locks on a shared database, first come first served
+    by ``seq``; ``lock_keys`` is the JSON list of the lock keys it wants."""
+
+    __tablename__ = "lock_waiters"
+    __table_args__ = (Index("ix_lock_waiters_flow", "flow_id", "seq"),)
+
+    seq: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+        ),
+    )
+    flow_id: str
+    owner: str
+    phase: str
+    lock_keys: str = Field(sa_column=Column(Text, nullable=False))
+    process_id: str
+
+
 flows = FlowRow.__table__  # type: ignore[attr-defined]
 runs = RunRow.__table__  # type: ignore[attr-defined]
 attributes = AttributeRow.__table__  # type: ignore[attr-defined]
@@ -256,6 +322,9 @@ channel_messages = ChannelMessageRow.__table__  # type: ignore[attr-defined]
 search_values = SearchValueRow.__table__  # type: ignore[attr-defined]
 search_keywords = SearchKeywordRow.__table__  # type: ignore[attr-defined]
 search_texts = SearchTextRow.__table__  # type: ignore[attr-defined]
+processes = ProcessRow.__table__  # type: ignore[attr-defined]
+attribute_locks = AttributeLockRow.__table__  # type: ignore[attr-defined]
+lock_waiters = LockWaiterRow.__table__  # type: ignore[attr-defined]
 
 
 def _by_code_point(tables: Iterable[Table]) -> None:

@@ -670,15 +670,19 @@ async def test_a_second_engine_on_the_same_sqlite_file_is_refused(
         assert (await eng.wait_for_flow("after", wait_seconds=5)).status == "COMPLETED"
 
 
-@postgres_only("the serve lock on the database")
-async def test_a_second_engine_on_the_same_postgres_database_is_refused(
+@postgres_only("several engines serve one database")
+async def test_two_engines_on_one_postgres_database_serve_it_together(
     engine_config: EngineConfig,
 ) -> None:
-    async with running_engine([QuickFlow()], engine_config):
-        second = Engine(Registry([QuickFlow()]), engine_config)
-        with pytest.raises(FailedPreconditionError, match="already served by another process"):
-            await second.start()
-    # Once the first has closed, the database is free again.
-    async with running_engine([QuickFlow()], engine_config) as eng:
-        await eng.start_flow(QuickFlow, "after", None)
-        assert (await eng.wait_for_flow("after", wait_seconds=5)).status == "COMPLETED"
+    async with (
+        running_engine([ParkedFlow()], engine_config) as first,
+        running_engine([ParkedFlow()], engine_config) as second,
+    ):
+        started = await first.start_flow(ParkedFlow, "shared", None)
+        waiting = asyncio.create_task(second.wait_for_flow("shared", wait_seconds=30))
+        with pytest.raises(FlowAlreadyStartedError):
+            await second.start_flow(ParkedFlow, "shared", None)
+        await first.stop_flow("shared", "CANCEL", "done")
+        # The other engine's waiter wakes on a commit it did not make.
+        result = await waiting
+    assert (result.status, result.run_id) == ("CANCELED", started.run_id)

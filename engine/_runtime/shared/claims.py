@@ -1,0 +1,179 @@
+"""Step claims on a shared database: the StepQueue of a process among several.
+
+A commit of this process claims the executions it queues (``rows.CLAIMANT``), so they arrive
+here with their fencing token and wait in memory like on SQLite. What this process did not
+queue itself it must claim first: Steps found at start-up, and, on every poll, the Steps of
+processes whose lease expired (taken with ``FOR UPDATE SKIP LOCKED``, so two processes never
+take the same one, and each claim raises the token so that anything the old holder returns
+later is refused at commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import Connection, or_, select, update
+
+from engine._runtime.activity import Activity
+from engine._runtime.ports import Database, TimerQueue
+from engine._runtime.shared.lease import ProcessLease, live_processes
+from engine._runtime.step_queue import MemoryStepQueue
+from engine._storage import tables as t
+from engine._storage.records import Phase, QueuedStep, RunStatus, StepState
+from engine.clock import Clock, to_micros
+
+log = logging.getLogger("dexlite.claims")
+
+CLAIMS = "Step claims"
+#: How many orphaned executions one poll takes at most.
+BATCH = 64
+_se, _r, _sw = t.step_executions, t.runs, t.step_waits
+
+
+def _orphaned() -> Any:
+    """Unclaimed, or claimed by a process that is no longer alive."""
+    return or_(_se.c.claimed_by.is_(None), _se.c.claimed_by.not_in(live_processes()))
+
+
+def _details(conn: Connection, fences: dict[str, int]) -> list[QueuedStep]:
+    """Return the claimed executions ``fences`` names as QueuedSteps, oldest first."""
+    rows = conn.execute(
+        select(
+            _se.c.id,
+            _se.c.run_id,
+            _r.c.flow_id,
+            _r.c.flow_type,
+            _se.c.step_type,
+            _se.c.input,
+            _se.c.phase,
+            _se.c.attempt,
+            _se.c.due_at,
+            _sw.c.consumed,
+        )
+        .join(_r, _r.c.run_id == _se.c.run_id)
+        .outerjoin(_sw, _sw.c.step_id == _se.c.id)
+        .where(_se.c.id.in_(list(fences)))
+        .order_by(_se.c.created_at, _se.c.id)
+    ).all()
+    return [
+        QueuedStep(
+            id=row.id,
+            run_id=row.run_id,
+            flow_id=row.flow_id,
+            flow_type=row.flow_type,
+            step_type=row.step_type,
+            input=row.input,
+            phase=Phase(row.phase),
+            attempt=row.attempt,
+            due_at=row.due_at,
+            consumed=row.consumed,
+            fence=fences[row.id],
+        )
+        for row in rows
+    ]
+
+
+class SharedStepQueue(MemoryStepQueue):
+    """Executions this process holds claims on, in memory; others claimed on demand."""
+
+    def __init__(
+        self,
+        *,
+        database: Database,
+        lease: ProcessLease,
+        timers: TimerQueue,
+        clock: Clock,
+        activity: Activity,
+        flow_types: Iterable[str],
+        poll_seconds: float,
+    ) -> None:
+        super().__init__(timers, clock)
+        self._database = database
+        self._lease = lease
+        self._activity = activity
+        self._flow_types = sorted(flow_types)
+        self._horizon_us = int(poll_seconds * 1_000_000)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def submit(self, step: QueuedStep) -> None:
+        """Queue an execution this process's commit claimed; claim any other one first."""
+        if step.fence > 0:
+            super().submit(step)
+            return
+        self._activity.enter(CLAIMS)
+        task = asyncio.get_running_loop().create_task(self._claim_one(step))
+        self._tasks.add(task)
+        task.add_done_callback(self._claimed)
+
+    def _claimed(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._activity.leave(CLAIMS)
+
+    async def _claim_one(self, step: QueuedStep) -> None:
+        me = self._lease.process_id
+        statement = (
+            update(_se)
+            .where(_se.c.id == step.id, _se.c.state == StepState.PENDING, _orphaned())
+            .values(claimed_by=me, fence=_se.c.fence + 1)
+            .returning(_se.c.fence)
+        )
+        try:
+            fence = await self._database.write(
+                lambda conn: conn.execute(statement).scalar_one_or_none()
+            )
+        except Exception:  # the poll claims it later
+            log.exception("could not claim Step %s", step.id)
+            return
+        if fence is not None:
+            super().submit(replace(step, fence=fence))
+
+    async def poll(self) -> int:
+        """Claim executions of dead processes that are due (or due before the next poll);
+        return how many."""
+        if not self._flow_types:
+            return 0
+        me = self._lease.process_id
+        horizon = to_micros(self._clock.now()) + self._horizon_us
+        candidates = (
+            select(_se.c.id)
+            .join(_r, _r.c.run_id == _se.c.run_id)
+            .where(
+                _se.c.state == StepState.PENDING,
+                _se.c.phase != Phase.WAITING,
+                or_(_se.c.due_at.is_(None), _se.c.due_at <= horizon),
+                _orphaned(),
+                # Never its own: its attempts still run here even if its lease lapsed.
+                or_(_se.c.claimed_by.is_(None), _se.c.claimed_by != me),
+                _r.c.status == RunStatus.RUNNING,
+                _r.c.flow_type.in_(self._flow_types),
+            )
+            .order_by(_se.c.due_at.nulls_first(), _se.c.created_at)
+            .limit(BATCH)
+            .with_for_update(of=_se, skip_locked=True)
+        )
+        claim = (
+            update(_se)
+            .where(_se.c.id.in_(candidates.scalar_subquery()))
+            .values(claimed_by=me, fence=_se.c.fence + 1)
+            .returning(_se.c.id, _se.c.fence)
+        )
+
+        def unit(conn: Connection) -> list[QueuedStep]:
+            fences = {row.id: row.fence for row in conn.execute(claim)}
+            return _details(conn, fences) if fences else []
+
+        steps = await self._database.write(unit)
+        for step in steps:
+            log.info("took over Step %s (claim %d)", step.id, step.fence)
+            super().submit(step)
+        return len(steps)
+
+    def close(self) -> None:
+        """Stop handing out executions; claims under way are abandoned."""
+        for task in list(self._tasks):
+            task.cancel()
+        super().close()

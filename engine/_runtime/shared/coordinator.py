@@ -1,0 +1,100 @@
+"""The periodic part of sharing a database: take over what dead processes left.
+
+Every ``poll_seconds`` a process claims the due Steps of processes whose lease expired (and
+any unclaimed ones), grants again on the Flows where its Steps wait for locks (a holder may
+have died), and, once it sees a dead process, re-arms the Flow timeouts and re-watches the
+durable waits of every open run (what the dead process was timing and watching), then
+forgets that process. Firing twice is harmless: every commit unit checks the state it
+changes under the run's row lock, so a timeout or a wait commits once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from sqlalchemy import Connection, delete, select
+
+from engine._runtime.ports import Database
+from engine._runtime.shared.claims import SharedStepQueue
+from engine._runtime.shared.lease import SERVER_NOW
+from engine._runtime.shared.locks import SharedLockTable
+from engine._storage import tables as t
+
+log = logging.getLogger("dexlite.coordinator")
+
+_p = t.processes
+
+
+class Coordinator:
+    """Runs the takeover poll of one process."""
+
+    def __init__(
+        self,
+        *,
+        database: Database,
+        queue: SharedStepQueue,
+        locks: SharedLockTable,
+        sweep: Callable[[], Awaitable[None]],
+        poll_seconds: float,
+        lease_seconds: float,
+    ) -> None:
+        self._database = database
+        self._queue = queue
+        self._locks = locks
+        self._sweep = sweep
+        self._poll = poll_seconds
+        self._lease_us = int(lease_seconds * 1_000_000)
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    def start(self) -> None:
+        """Start polling."""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="dexlite-poll")
+
+    def wake(self) -> None:
+        """Poll now (a notification said there may be work)."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop polling."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll)
+            self._wake.clear()
+            try:
+                await self.poll_once()
+            except Exception:  # the database may be restarting: poll again later
+                log.exception("the takeover poll failed")
+
+    async def poll_once(self) -> None:
+        """Take over what dead processes left, once."""
+        dead = await self._database.read(
+            lambda conn: list(
+                conn.execute(
+                    select(_p.c.process_id).where(_p.c.lease_expires_at <= SERVER_NOW)
+                ).scalars()
+            )
+        )
+        if dead:
+            log.warning("processes %s stopped renewing their lease; taking over", dead)
+            await self._sweep()
+        await self._queue.poll()
+        self._locks.regrant()
+        if dead:
+
+            def forget(conn: Connection) -> None:
+                conn.execute(
+                    delete(_p).where(_p.c.process_id.in_(dead), _p.c.lease_expires_at <= SERVER_NOW)
+                )
+
+            await self._database.write(forget)

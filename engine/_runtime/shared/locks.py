@@ -1,0 +1,310 @@
+"""Attribute locks as rows of a shared database, so that every process sees every holder.
+
+The rules are those of the in-process table (``engine._runtime.locks``): RPCs never queue,
+Steps queue first come first served behind earlier Steps wanting any of the same keys, and a
+waiting Step holds nothing. Every change to one Flow ID's locks runs in one transaction under
+a transaction-scoped advisory lock on the Flow ID, so the grant order is the same whichever
+process asks.
+
+A holder's row is alive while its holder is: a Step's while its execution is still pending in
+the phase it took the lock for (or, for ``execute``, still in ``wait_for``: see
+``_holders``), so a commit that ends the execution or moves it to another phase frees the
+lock in the same transaction, whoever applies the release afterwards; an RPC's while its
+process's lease lasts. Dead rows are removed by the next change on the Flow.
+Another process learns that a Step of its own was granted through ``NOTIFY dexlite_locks``
+or, at the latest, the next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select, text
+
+from engine._runtime.activity import Activity
+from engine._runtime.locks import RPC, STEP
+from engine._runtime.ports import Database
+from engine._runtime.shared.lease import ProcessLease, live_processes
+from engine._storage import tables as t
+from engine._storage.records import Phase, StepState
+from engine.errors import RPCLockConflictError
+
+log = logging.getLogger("dexlite.locks")
+
+LOCK_CHANGES = "Attribute lock changes"
+#: The channel a grant to another process's Step is announced on (the payload: the Flow ID).
+CHANNEL = "dexlite_locks"
+_l, _w, _se = t.attribute_locks, t.lock_waiters, t.step_executions
+
+
+@dataclass(frozen=True)
+class _Holder:
+    kind: str
+    owner: str
+    alive: bool
+
+
+def _lock_flow(conn: Connection, flow_id: str) -> None:
+    conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:f, 7))"), {"f": flow_id})
+
+
+def _holders(conn: Connection, flow_id: str, keys: list[str] | None) -> dict[str, _Holder]:
+    """Return the holder of each held key of ``flow_id`` (of ``keys`` only, when given)."""
+    # An execute phase may run while the row still says wait_for: a wait that neither wrote
+    # nor waits goes on to execute without a commit.
+    same_phase = or_(
+        _se.c.phase == _l.c.phase, and_(_l.c.phase == Phase.EXECUTE, _se.c.phase == Phase.WAIT_FOR)
+    )
+    step_alive = and_(_l.c.kind == STEP, _se.c.state == StepState.PENDING, same_phase)
+    rpc_alive = and_(_l.c.kind == RPC, _l.c.process_id.in_(live_processes()))
+    query = (
+        select(_l.c.lock_key, _l.c.kind, _l.c.owner, or_(step_alive, rpc_alive).label("alive"))
+        .select_from(_l.outerjoin(_se, _se.c.id == _l.c.owner))
+        .where(_l.c.flow_id == flow_id)
+    )
+    if keys is not None:
+        query = query.where(_l.c.lock_key.in_(keys))
+    return {
+        row.lock_key: _Holder(row.kind, row.owner, bool(row.alive)) for row in conn.execute(query)
+    }
+
+
+def _clear_dead(conn: Connection, flow_id: str, holders: dict[str, _Holder]) -> None:
+    dead = [key for key, holder in holders.items() if not holder.alive]
+    if dead:
+        conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.lock_key.in_(dead)))
+        for key in dead:
+            del holders[key]
+
+
+def _grant(conn: Connection, flow_id: str, me: str) -> list[str]:
+    """Grant waiting Steps of ``flow_id`` in arrival order; return the owners granted.
+
+    Waiters of processes that died are dropped (their Steps are taken over, and wait again).
+    """
+    holders = _holders(conn, flow_id, None)
+    _clear_dead(conn, flow_id, holders)
+    live = set(conn.execute(live_processes()).scalars())
+    waiters = conn.execute(
+        select(_w.c.seq, _w.c.owner, _w.c.phase, _w.c.lock_keys, _w.c.process_id)
+        .where(_w.c.flow_id == flow_id)
+        .order_by(_w.c.seq)
+    ).all()
+    blocked: set[str] = set()
+    granted, gone, elsewhere = [], [], False
+    for waiter in waiters:
+        if waiter.process_id not in live:
+            gone.append(waiter.seq)
+            continue
+        keys = json.loads(waiter.lock_keys)
+        free = all(
+            (k not in holders or holders[k].owner == waiter.owner) and k not in blocked
+            for k in keys
+        )
+        if not free:
+            blocked.update(keys)  # later Steps wanting these keys wait behind this one
+            continue
+        conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.lock_key.in_(keys)))
+        conn.execute(
+            insert(_l),
+            [
+                {
+                    "flow_id": flow_id,
+                    "lock_key": key,
+                    "owner": waiter.owner,
+                    "kind": STEP,
+                    "phase": waiter.phase,
+                    "process_id": waiter.process_id,
+                }
+                for key in keys
+            ],
+        )
+        for key in keys:
+            holders[key] = _Holder(STEP, waiter.owner, True)
+        gone.append(waiter.seq)
+        granted.append(waiter.owner)
+        elsewhere = elsewhere or waiter.process_id != me
+    if gone:
+        conn.execute(delete(_w).where(_w.c.seq.in_(gone)))
+    if elsewhere:
+        conn.execute(select(func.pg_notify(CHANNEL, flow_id)))
+    # Also the Steps of this process granted earlier by another process's change: a waiter
+    # holds nothing until it holds every key, so holding any means it was granted.
+    mine = conn.execute(
+        select(_l.c.owner)
+        .where(_l.c.flow_id == flow_id, _l.c.kind == STEP, _l.c.process_id == me)
+        .distinct()
+    ).scalars()
+    return [*granted, *mine]
+
+
+class SharedLockTable:
+    """The LockTable of a shared database."""
+
+    def __init__(self, database: Database, lease: ProcessLease, activity: Activity) -> None:
+        self._database = database
+        self._lease = lease
+        self._activity = activity
+        # (Flow ID, owner) -> the future of a Step of this process waiting for its locks.
+        self._waiting: dict[tuple[str, str], asyncio.Future[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._order: dict[str, tuple[asyncio.Lock, int]] = {}
+        # (Flow ID, owner) of this process's Steps that asked for locks or kept them.
+        self._holding: set[tuple[str, str]] = set()  # and how many tasks use it
+
+    async def acquire_for_rpc(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
+        """Take every key at once or raise RPCLockConflictError naming the first held key."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return
+        me = self._lease.process_id
+
+        def unit(conn: Connection) -> None:
+            _lock_flow(conn, flow_id)
+            holders = _holders(conn, flow_id, wanted)
+            for key in wanted:
+                holder = holders.get(key)
+                if holder is not None and holder.alive:
+                    raise RPCLockConflictError(
+                        key, holder.kind, flow_id=flow_id, operation="invokeRpc"
+                    )
+            _clear_dead(conn, flow_id, holders)
+            conn.execute(
+                insert(_l),
+                [
+                    {
+                        "flow_id": flow_id,
+                        "lock_key": key,
+                        "owner": owner,
+                        "kind": RPC,
+                        "phase": "",
+                        "process_id": me,
+                    }
+                    for key in wanted
+                ],
+            )
+
+        await self._database.write(unit)
+
+    def acquire_for_step(
+        self, flow_id: str, keys: Iterable[str], owner: str, phase: str = ""
+    ) -> asyncio.Future[None]:
+        """Return a future that resolves once the Step holds every key (FIFO among Steps)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        wanted = sorted(set(keys))
+        if not wanted:
+            future.set_result(None)
+            return future
+        self._waiting[(flow_id, owner)] = future
+        self._holding.add((flow_id, owner))
+        me = self._lease.process_id
+
+        def unit(conn: Connection) -> list[str]:
+            _lock_flow(conn, flow_id)
+            conn.execute(
+                insert(_w).values(
+                    flow_id=flow_id,
+                    owner=owner,
+                    phase=phase,
+                    lock_keys=json.dumps(wanted),
+                    process_id=me,
+                )
+            )
+            return _grant(conn, flow_id, me)
+
+        self._spawn(flow_id, unit)
+        return future
+
+    def hold_for_step(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
+        """A queued retry's lock rows are in the database already: remember to release them."""
+        self._holding.add((flow_id, owner))
+
+    def release(self, flow_id: str, owner: str) -> None:
+        """Release every key ``owner`` holds or waits for, then grant waiting Steps."""
+        future = self._waiting.pop((flow_id, owner), None)
+        if future is not None and not future.done():
+            future.cancel()
+        if (flow_id, owner) not in self._holding:
+            # It took no lock here. Rows it may hold from another process die with its
+            # execution or phase (see _holders), and the next change on the Flow removes them.
+            return
+        self._holding.discard((flow_id, owner))
+        me = self._lease.process_id
+
+        def unit(conn: Connection) -> list[str]:
+            _lock_flow(conn, flow_id)
+            conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner))
+            conn.execute(delete(_w).where(_w.c.flow_id == flow_id, _w.c.owner == owner))
+            return _grant(conn, flow_id, me)
+
+        self._spawn(flow_id, unit)
+
+    async def release_now(self, flow_id: str, owner: str) -> None:
+        """Release an RPC invocation's keys before the RPC answers its caller."""
+        me = self._lease.process_id
+
+        def unit(conn: Connection) -> list[str]:
+            _lock_flow(conn, flow_id)
+            conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner))
+            return _grant(conn, flow_id, me)
+
+        # Shielded: a canceled RPC must still free its keys.
+        write = asyncio.ensure_future(self._database.write(unit))
+        self._granted(flow_id, await asyncio.shield(write))
+
+    def regrant(self, flow_id: str | None = None) -> None:
+        """Grant again on ``flow_id`` (a NOTIFY named it), or on every Flow this process has
+        a waiting Step on (the poll: holders may have died)."""
+        flows = {flow_id} if flow_id is not None else {f for f, _ in self._waiting}
+        me = self._lease.process_id
+        for flow in flows:
+
+            def unit(conn: Connection, flow: str = flow) -> list[str]:
+                _lock_flow(conn, flow)
+                return _grant(conn, flow, me)
+
+            self._spawn(flow, unit)
+
+    def waiting(self) -> int:
+        """Return how many Steps of this process wait for locks."""
+        return len(self._waiting)
+
+    async def close(self) -> None:
+        """Finish the lock changes under way."""
+        for task in list(self._tasks):
+            await asyncio.gather(task, return_exceptions=True)
+
+    def _spawn(self, flow_id: str, unit: Any) -> None:
+        self._activity.enter(LOCK_CHANGES)
+        # One Flow's changes apply in the order this process asked for them (FIFO among Steps).
+        order, users = self._order.get(flow_id, (asyncio.Lock(), 0))
+        self._order[flow_id] = (order, users + 1)
+
+        async def run() -> None:
+            try:
+                async with order:
+                    self._granted(flow_id, await self._database.write(unit))
+            except Exception:  # the poll grants again
+                log.exception("a lock change on Flow %s failed", flow_id)
+            finally:
+                lock, left = self._order[flow_id]
+                if left == 1:
+                    del self._order[flow_id]
+                else:
+                    self._order[flow_id] = (lock, left - 1)
+                self._activity.leave(LOCK_CHANGES)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _granted(self, flow_id: str, owners: list[str]) -> None:
+        for owner in owners:
+            future = self._waiting.pop((flow_id, owner), None)
+            if future is not None and not future.done():
+                future.set_result(None)

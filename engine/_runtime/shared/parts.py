@@ -1,0 +1,98 @@
+"""The coordination parts of a process on a shared database, built and started together."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from engine._runtime.activity import Activity
+from engine._runtime.ports import TimerQueue
+from engine._runtime.shared.claims import SharedStepQueue
+from engine._runtime.shared.coordinator import Coordinator
+from engine._runtime.shared.lease import ProcessLease
+from engine._runtime.shared.locks import CHANNEL as LOCKS_CHANNEL
+from engine._runtime.shared.locks import SharedLockTable
+from engine._runtime.shared.notify import RemoteListener, SharedNotifier
+from engine._storage.postgres import PostgresDatabase
+from engine.clock import Clock
+from engine.registry import Registry
+
+
+@dataclass
+class SharedParts:
+    """Lease, locks, Step claims, the notifier and the takeover poll of one process."""
+
+    database: PostgresDatabase
+    lease: ProcessLease
+    locks: SharedLockTable
+    queue: SharedStepQueue
+    notifier: SharedNotifier
+    poll_seconds: float
+    lease_seconds: float
+    _coordinator: Coordinator | None = field(default=None)
+
+    async def start(self, on_remote: RemoteListener) -> None:
+        """Take the lease and listen (the database is open)."""
+        await self.lease.start()
+        self.notifier.subscribe_remote(on_remote)
+        self.notifier.listen(LOCKS_CHANNEL, self.locks.regrant)
+        try:
+            await self.notifier.start()
+        except BaseException:
+            await self.lease.stop()
+            raise
+
+    def coordinator(self, sweep: Callable[[], Awaitable[None]]) -> Coordinator:
+        """Build the takeover poll (recovery is done) and return it, to be started."""
+        self._coordinator = Coordinator(
+            database=self.database,
+            queue=self.queue,
+            locks=self.locks,
+            sweep=sweep,
+            poll_seconds=self.poll_seconds,
+            lease_seconds=self.lease_seconds,
+        )
+        return self._coordinator
+
+    async def stop_polling(self) -> None:
+        """Stop the takeover poll (first thing on close)."""
+        if self._coordinator is not None:
+            await self._coordinator.stop()
+
+    async def stop(self) -> None:
+        """Finish lock changes, stop listening and give the lease up."""
+        await self.locks.close()
+        await self.notifier.close()
+        await self.lease.stop()
+
+
+def shared_parts(
+    *,
+    database: PostgresDatabase,
+    process_id: str,
+    registry: Registry,
+    timers: TimerQueue,
+    clock: Clock,
+    activity: Activity,
+    lease_seconds: float,
+    poll_seconds: float,
+) -> SharedParts:
+    """Build the coordination parts of process ``process_id`` on ``database``."""
+    lease = ProcessLease(database, process_id, lease_seconds)
+    return SharedParts(
+        database=database,
+        lease=lease,
+        locks=SharedLockTable(database, lease, activity),
+        queue=SharedStepQueue(
+            database=database,
+            lease=lease,
+            timers=timers,
+            clock=clock,
+            activity=activity,
+            flow_types=registry.flow_types,
+            poll_seconds=poll_seconds,
+        ),
+        notifier=SharedNotifier(process_id, database.dsn()),
+        poll_seconds=poll_seconds,
+        lease_seconds=lease_seconds,
+    )

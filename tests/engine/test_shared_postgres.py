@@ -1,0 +1,154 @@
+"""Two engines on one PostgreSQL database (two "processes" in one test process): a takeover
+fences off the superseded attempt, and commit notices wake waiters of the other engine."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from engine import (
+    Attribute,
+    Context,
+    EngineConfig,
+    Flow,
+    MatchOperator,
+    RPCResult,
+    Step,
+    StepDecision,
+    StepList,
+    StepOptions,
+    graceful_complete,
+    rpc,
+)
+from engine._runtime.shared.notify import ALL, MAX_PAYLOAD, _changes, _notice
+from engine._storage.records import AttributeWrite, RunChange
+from engine.testing import settle
+from tests.conftest import running_engine
+from tests.support.backends import postgres_only
+from tests.support.waiting import eventually
+
+pytestmark = postgres_only("several engines share one PostgreSQL database")
+
+ENTERED: list[str] = []
+#: One gate per attempt, in the order the attempts entered.
+GATES = [asyncio.Event(), asyncio.Event()]
+
+
+class Count(Step[None]):
+    def get_step_options(self) -> StepOptions:
+        return StepOptions(execute_lock_attributes=(self.flow.counter.lock(),))
+
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        ENTERED.append(context.step_execution_id)
+        await GATES[len(ENTERED) - 1].wait()
+        self.flow.counter.set(context, (self.flow.counter.get(context) or 0) + 1)
+        return graceful_complete(None)
+
+
+class CountFlow(Flow[None]):
+    counter = Attribute("counter", int)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Count())
+
+
+class StatusFlow(Flow[None]):
+    status = Attribute("status", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.empty()
+
+    @rpc
+    def set_status(self, context: Context, input: str) -> RPCResult[None]:
+        self.status.set(context, input)
+        return RPCResult(None)
+
+
+async def _expire_the_claimant(url: str, flow_id: str) -> None:
+    """End the lease of the process whose claim runs ``flow_id``'s Step (as if it died)."""
+    db = create_async_engine(url)
+    try:
+        async with db.begin() as conn:
+            await conn.execute(
+                text(
+                    "UPDATE processes SET lease_expires_at = 0 WHERE process_id IN ("
+                    "SELECT se.claimed_by FROM step_executions se JOIN runs r "
+                    "ON r.run_id = se.run_id WHERE r.flow_id = :f)"
+                ),
+                {"f": flow_id},
+            )
+    finally:
+        await db.dispose()
+
+
+async def test_a_taken_over_attempt_commits_once_and_the_superseded_one_is_refused(
+    engine_config: EngineConfig,
+) -> None:
+    ENTERED.clear()
+    for gate in GATES:
+        gate.clear()
+    async with (
+        running_engine([CountFlow()], engine_config) as first,
+        running_engine([CountFlow()], engine_config) as second,
+    ):
+        await first.start_flow(CountFlow, "fenced", None)  # first's commit claims the Step
+        await eventually(lambda: len(ENTERED) == 1, what="the first attempt to run")
+
+        async def taken_over() -> bool:
+            # The first engine renews its lease: end it until the other has taken the Step.
+            await _expire_the_claimant(engine_config.database_url, "fenced")
+            return len(ENTERED) == 2
+
+        await eventually(taken_over, what="the other engine to take the Step over")
+        GATES[0].set()  # the superseded attempt returns first: its commit must be refused
+        await settle(first)
+        meanwhile = await second.describe_flow("fenced")
+        GATES[1].set()
+        result = await second.wait_for_flow("fenced", wait_seconds=30)
+        values = await first.get_attributes("fenced", ["counter"])
+        history = (await second.get_flow_history("fenced")).events
+    assert ENTERED == ["Count-1", "Count-1"]
+    assert meanwhile.status == "RUNNING"
+    assert result.status == "COMPLETED"
+    assert values.values == {"counter": 1}
+    assert [e.event_type for e in history].count("STEP_CLOSED") == 1
+
+
+async def test_a_match_waiter_wakes_on_a_commit_of_the_other_engine(
+    engine_config: EngineConfig,
+) -> None:
+    async with (
+        running_engine([StatusFlow()], engine_config) as first,
+        running_engine([StatusFlow()], engine_config) as second,
+    ):
+        await first.start_flow(StatusFlow, "s", None)
+        waiting = asyncio.create_task(
+            second.wait_for_attribute_match("s", "status", MatchOperator.EQ, "go", wait_seconds=30)
+        )
+        await asyncio.sleep(0)
+        await first.invoke_rpc("set_status", "s", "go")
+        match = await waiting
+    assert (match.matched, match.value) == (True, "go")
+
+
+def test_a_notice_too_large_for_notify_names_only_its_runs() -> None:
+    big = "x" * 500
+    change = RunChange(
+        flow_id="f",
+        flow_type="F",
+        run_id="r",
+        writes=tuple(AttributeWrite(f"name-{i}-{big}", "", "1") for i in range(40)),
+        ended_step_ids=("r:S-1",),
+    )
+    small = RunChange(flow_id="g", flow_type="F", run_id="q", published=(("orders", ""),))
+    payload = _notice("me", (change, small))
+    assert payload is not None and len(payload.encode()) <= MAX_PAYLOAD
+    sender, changes = _changes(payload)
+    assert sender == "me"
+    assert [(c.flow_id, c.written, c.ended_step_ids, c.published) for c in changes] == [
+        ("f", ALL, ("r:S-1",), ALL),
+        ("g", ALL, (), ALL),
+    ]
+    assert _notice("me", (RunChange(flow_id="f", flow_type="F", run_id="r"),)) is None
