@@ -4,6 +4,7 @@ fences off the superseded attempt, and commit notices wake waiters of the other 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -66,21 +67,30 @@ class StatusFlow(Flow[None]):
         return RPCResult(None)
 
 
-async def _expire_the_claimant(url: str, flow_id: str) -> None:
-    """End the lease of the process whose claim runs ``flow_id``'s Step (as if it died)."""
+async def _sql(url: str, statement: str, **params: str) -> list[Any]:
     db = create_async_engine(url)
     try:
         async with db.begin() as conn:
-            await conn.execute(
-                text(
-                    "UPDATE processes SET lease_expires_at = 0 WHERE process_id IN ("
-                    "SELECT se.claimed_by FROM step_executions se JOIN runs r "
-                    "ON r.run_id = se.run_id WHERE r.flow_id = :f)"
-                ),
-                {"f": flow_id},
-            )
+            result = await conn.execute(text(statement), params)
+            return list(result.scalars()) if result.returns_rows else []
     finally:
         await db.dispose()
+
+
+async def _claimant(url: str, flow_id: str) -> str:
+    """Return the process whose claim runs ``flow_id``'s Step."""
+    found = await _sql(
+        url,
+        "SELECT se.claimed_by FROM step_executions se JOIN runs r ON r.run_id = se.run_id "
+        "WHERE r.flow_id = :f",
+        f=flow_id,
+    )
+    return str(found[0])
+
+
+async def _expire(url: str, process_id: str) -> None:
+    """End the lease of ``process_id`` (as if it had died)."""
+    await _sql(url, "UPDATE processes SET lease_expires_at = 0 WHERE process_id = :p", p=process_id)
 
 
 async def test_a_taken_over_attempt_commits_once_and_the_superseded_one_is_refused(
@@ -96,9 +106,12 @@ async def test_a_taken_over_attempt_commits_once_and_the_superseded_one_is_refus
         await first.start_flow(CountFlow, "fenced", None)  # first's commit claims the Step
         await eventually(lambda: len(ENTERED) == 1, what="the first attempt to run")
 
+        url = engine_config.database_url
+        holder = await _claimant(url, "fenced")
+
         async def taken_over() -> bool:
             # The first engine renews its lease: end it until the other has taken the Step.
-            await _expire_the_claimant(engine_config.database_url, "fenced")
+            await _expire(url, holder)
             return len(ENTERED) == 2
 
         await eventually(taken_over, what="the other engine to take the Step over")
@@ -110,6 +123,7 @@ async def test_a_taken_over_attempt_commits_once_and_the_superseded_one_is_refus
         values = await first.get_attributes("fenced", ["counter"])
         history = (await second.get_flow_history("fenced")).events
     assert ENTERED == ["Count-1", "Count-1"]
+    assert await _claimant(url, "fenced") != holder
     assert meanwhile.status == "RUNNING"
     assert result.status == "COMPLETED"
     assert values.values == {"counter": 1}

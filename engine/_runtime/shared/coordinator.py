@@ -40,7 +40,9 @@ class Coordinator:
         sweep: Callable[[], Awaitable[None]],
         poll_seconds: float,
         lease_seconds: float,
+        process_id: str,
     ) -> None:
+        self._me = process_id  # never its own row: a lapsed lease is renewed, not taken over
         self._database = database
         self._queue = queue
         self._locks = locks
@@ -81,7 +83,9 @@ class Coordinator:
         dead = await self._database.read(
             lambda conn: list(
                 conn.execute(
-                    select(_p.c.process_id).where(_p.c.lease_expires_at <= SERVER_NOW)
+                    select(_p.c.process_id).where(
+                        _p.c.lease_expires_at <= SERVER_NOW, _p.c.process_id != self._me
+                    )
                 ).scalars()
             )
         )

@@ -54,19 +54,19 @@ class ProcessLease:
     async def start(self) -> None:
         """Register this process and start renewing its lease."""
 
-        def register(conn: Connection) -> None:
-            conn.execute(
-                insert(_p).values(
-                    process_id=self.process_id,
-                    host=socket.gethostname(),
-                    pid=os.getpid(),
-                    started_at=SERVER_NOW,
-                    lease_expires_at=SERVER_NOW + self._lease_us,
-                )
-            )
-
-        await self._database.write(register)
+        await self._database.write(self._insert)
         self._task = asyncio.get_running_loop().create_task(self._renew(), name="dexlite-lease")
+
+    def _insert(self, conn: Connection) -> None:
+        conn.execute(
+            insert(_p).values(
+                process_id=self.process_id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                started_at=SERVER_NOW,
+                lease_expires_at=SERVER_NOW + self._lease_us,
+            )
+        )
 
     async def stop(self) -> None:
         """Stop renewing and end the lease now: this process's claims are free at once, and
@@ -91,9 +91,16 @@ class ProcessLease:
             .where(_p.c.process_id == self.process_id)
             .values(lease_expires_at=SERVER_NOW + self._lease_us)
         )
+
+        def renew(conn: Connection) -> None:
+            if conn.execute(statement).rowcount == 0:
+                # Another process found the lease lapsed and forgot it: take a new one (its
+                # claims were free meanwhile; the fencing tokens refuse what that superseded).
+                self._insert(conn)
+
         while True:
             await asyncio.sleep(self._interval)
             try:
-                await self._database.write(lambda conn: conn.execute(statement))
+                await self._database.write(renew)
             except Exception:  # keep trying: the lease lasts three intervals
                 log.exception("could not renew the lease of process %s", self.process_id)

@@ -51,6 +51,7 @@ class SharedParts:
             sweep=sweep,
             poll_seconds=self.poll_seconds,
             lease_seconds=self.lease_seconds,
+            process_id=self.lease.process_id,
         )
         return self._coordinator
 
