@@ -28,6 +28,7 @@ MODULES = [
     "flow_throughput",
     "channels",
     "search",
+    "postgres",
 ]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 
