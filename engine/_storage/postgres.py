@@ -62,7 +62,8 @@ class PostgresDatabase:
             self.url,
             pool_size=self._pool_size,
             max_overflow=self._max_overflow,
-            pool_pre_ping=True,
+            # No pre-ping: it costs a round trip per checkout. A connection the server closed
+            # fails its statement and is discarded; reads are retried once (see read).
             connect_args={"server_settings": {"application_name": "dexlite"}},
         )
         claimant = self.claimant
@@ -93,6 +94,13 @@ class PostgresDatabase:
     async def read(self, query: Callable[[Connection], T]) -> T:
         """Run ``query(conn)`` against the last committed state and return its result."""
         assert self._reads is not None, "database is not open"
+        try:
+            async with self._reads.connect() as conn:
+                return await conn.run_sync(query)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+        # The pooled connection had been closed (a server restart): once more, on a new one.
         async with self._reads.connect() as conn:
             return await conn.run_sync(query)
 
