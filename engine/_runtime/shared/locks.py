@@ -82,19 +82,22 @@ def _clear_dead(conn: Connection, flow_id: str, holders: dict[str, _Holder]) -> 
             del holders[key]
 
 
-def _grant(conn: Connection, flow_id: str, me: str) -> list[str]:
-    """Grant waiting Steps of ``flow_id`` in arrival order; return the owners granted.
+def _grant(conn: Connection, flow_id: str, me: str, mine: bool = True) -> list[str]:
+    """Grant waiting Steps of ``flow_id`` in arrival order; return the owners granted, and
+    (``mine``) this process's Steps holding locks on it.
 
     Waiters of processes that died are dropped (their Steps are taken over, and wait again).
     """
-    holders = _holders(conn, flow_id, None)
-    _clear_dead(conn, flow_id, holders)
-    live = set(conn.execute(live_processes()).scalars())
     waiters = conn.execute(
         select(_w.c.seq, _w.c.owner, _w.c.phase, _w.c.lock_keys, _w.c.process_id)
         .where(_w.c.flow_id == flow_id)
         .order_by(_w.c.seq)
     ).all()
+    if not waiters and not mine:
+        return []  # the common case of an RPC's release: nobody to grant to
+    holders = _holders(conn, flow_id, None)
+    _clear_dead(conn, flow_id, holders)
+    live = set(conn.execute(live_processes()).scalars()) if waiters else set()
     blocked: set[str] = set()
     granted, gone, elsewhere = [], [], False
     for waiter in waiters:
@@ -133,14 +136,16 @@ def _grant(conn: Connection, flow_id: str, me: str) -> list[str]:
         conn.execute(delete(_w).where(_w.c.seq.in_(gone)))
     if elsewhere:
         conn.execute(select(func.pg_notify(CHANNEL, flow_id)))
+    if not mine:
+        return granted
     # Also the Steps of this process granted earlier by another process's change: a waiter
     # holds nothing until it holds every key, so holding any means it was granted.
-    mine = conn.execute(
+    held = conn.execute(
         select(_l.c.owner)
         .where(_l.c.flow_id == flow_id, _l.c.kind == STEP, _l.c.process_id == me)
         .distinct()
     ).scalars()
-    return [*granted, *mine]
+    return [*granted, *held]
 
 
 class SharedLockTable:
@@ -248,10 +253,12 @@ class SharedLockTable:
         """Release an RPC invocation's keys before the RPC answers its caller."""
         me = self._lease.process_id
 
+        mine = any(flow == flow_id for flow, _ in self._waiting)
+
         def unit(conn: Connection) -> list[str]:
             _lock_flow(conn, flow_id)
             conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner))
-            return _grant(conn, flow_id, me)
+            return _grant(conn, flow_id, me, mine)
 
         # Shielded: a canceled RPC must still free its keys.
         write = asyncio.ensure_future(self._database.write(unit))
