@@ -90,7 +90,7 @@ class Services:
         self.recovered_steps = await self._recover()
         self.scheduler.start()
         if self.shared is not None:
-            self.shared.coordinator(self._sweep).start()
+            self.shared.coordinator(self._sweep, self.timeouts, self.clock).start()
         if self.retention is not None:
             self.retention.start()
         self.clock.attach(self.activity)

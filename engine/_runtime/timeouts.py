@@ -50,6 +50,7 @@ class Timeouts:
         self._clock = clock
         self._handles: dict[str, TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._firing: set[str] = set()
 
     def schedule(self, run_id: str, flow_id: str, flow_type: str, at_us: int) -> None:
         """Time ``run_id`` out at ``at_us`` (epoch microseconds) unless it closes first (once:
@@ -59,17 +60,27 @@ class Timeouts:
 
         def fire() -> None:
             self._handles.pop(run_id, None)
-            self._activity.enter(TIMEOUTS)
-            task = asyncio.get_running_loop().create_task(
-                self._time_out(run_id, flow_id, flow_type)
-            )
-            self._tasks.add(task)
-            task.add_done_callback(self._done)
+            self._fire(run_id, flow_id, flow_type)
 
         self._handles[run_id] = self._timers.call_at(at_us / 1_000_000, fire)
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def due(self, run_id: str, flow_id: str, flow_type: str) -> None:
+        """Time ``run_id`` out now (a poll found its deadline passed), unless this process
+        has it scheduled or is applying it already."""
+        if run_id in self._handles or run_id in self._firing:
+            return
+        self._fire(run_id, flow_id, flow_type)
+
+    def _fire(self, run_id: str, flow_id: str, flow_type: str) -> None:
+        self._activity.enter(TIMEOUTS)
+        self._firing.add(run_id)
+        task = asyncio.get_running_loop().create_task(self._time_out(run_id, flow_id, flow_type))
+        self._tasks.add(task)
+        task.add_done_callback(lambda done: self._done(done, run_id))
+
+    def _done(self, task: asyncio.Task[None], run_id: str) -> None:
         self._tasks.discard(task)
+        self._firing.discard(run_id)
         self._activity.leave(TIMEOUTS)
 
     def cancel(self, run_id: str) -> None:

@@ -218,3 +218,24 @@ async def test_a_subflow_started_in_one_process_finishes_in_the_other_after_a_cl
     assert child["status"] == "COMPLETED"
     assert result["status"] == "COMPLETED"
     assert result["completions"][0]["output"] == ["COMPLETED", [f"done after {gate}"]]
+
+
+async def test_the_timeout_of_a_run_started_in_a_killed_process_fires_in_the_other(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "never"
+    a, b = _pair(tmp_path, SHARED)
+    try:
+        async with httpx.AsyncClient(base_url=b.url, timeout=30) as cb:
+            async with httpx.AsyncClient(base_url=a.url, timeout=30) as ca:
+                await _started(
+                    ca, "HoldFlow", "late", input=str(gate), options={"timeoutSeconds": 2}
+                )
+            a.kill()  # A armed the timeout; B finds it overdue
+            result = (await cb.get("/api/v1/flows/late/result", params={"waitSeconds": 30})).json()
+            history = await _history(cb, "late")
+    finally:
+        a.kill()
+        b.stop()
+    assert result["status"] == "TIMED_OUT"
+    assert history == ["FLOW_STARTED", "FLOW_CLOSED"]  # closed once, by B

@@ -1,8 +1,9 @@
 """The periodic part of sharing a database: take over what dead processes left.
 
 Every ``poll_seconds`` a process claims the due Steps of processes whose lease expired (and
-any unclaimed ones), grants again on the Flows where its Steps wait for locks (a holder may
-have died), and, once it sees a dead process, re-arms the Flow timeouts and re-watches the
+any unclaimed ones), fires the Flow timeouts a poll overdue (indexed ``runs.timeout_at``),
+grants again on the Flows where its Steps wait for locks (a holder may have died), and, once
+it sees a dead process, re-arms the Flow timeouts and re-watches the
 durable waits of every open run (what the dead process was timing and watching), then
 forgets that process. Firing twice is harmless: every commit unit checks the state it
 changes under the run's row lock, so a timeout or a wait commits once.
@@ -21,11 +22,18 @@ from engine._runtime.ports import Database
 from engine._runtime.shared.claims import SharedStepQueue
 from engine._runtime.shared.lease import SERVER_NOW
 from engine._runtime.shared.locks import SharedLockTable
+from engine._runtime.timeouts import Timeouts
 from engine._storage import tables as t
+from engine._storage.records import RunStatus
+from engine.clock import Clock, to_micros
 
 log = logging.getLogger("dexlite.coordinator")
 
-_p = t.processes
+_p, _r = t.processes, t.runs
+
+
+#: How many due Flow timeouts one poll fires at most.
+TIMEOUT_BATCH = 64
 
 
 class Coordinator:
@@ -38,6 +46,8 @@ class Coordinator:
         queue: SharedStepQueue,
         locks: SharedLockTable,
         sweep: Callable[[], Awaitable[None]],
+        timeouts: Timeouts,
+        clock: Clock,
         poll_seconds: float,
         lease_seconds: float,
         process_id: str,
@@ -47,6 +57,8 @@ class Coordinator:
         self._queue = queue
         self._locks = locks
         self._sweep = sweep
+        self._timeouts = timeouts
+        self._clock = clock
         self._poll = poll_seconds
         self._lease_us = int(lease_seconds * 1_000_000)
         self._task: asyncio.Task[None] | None = None
@@ -93,6 +105,7 @@ class Coordinator:
             log.warning("processes %s stopped renewing their lease; taking over", dead)
             await self._sweep()
         await self._queue.poll()
+        await self._due_timeouts()
         self._locks.regrant()
         if dead:
 
@@ -102,3 +115,17 @@ class Coordinator:
                 )
 
             await self._database.write(forget)
+
+    async def _due_timeouts(self) -> None:
+        """Fire the Flow timeouts whose deadline passed a poll ago: whichever process armed
+        one normally fires it on time; one still open then is fired here (the close commits
+        once, whoever applies it)."""
+        late = to_micros(self._clock.now()) - int(self._poll * 1_000_000)
+        query = (
+            select(_r.c.run_id, _r.c.flow_id, _r.c.flow_type)
+            .where(_r.c.status == RunStatus.RUNNING, _r.c.timeout_at <= late)
+            .order_by(_r.c.timeout_at)
+            .limit(TIMEOUT_BATCH)
+        )
+        for row in await self._database.read(lambda conn: conn.execute(query).all()):
+            self._timeouts.due(row.run_id, row.flow_id, row.flow_type)

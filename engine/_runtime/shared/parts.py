@@ -13,6 +13,7 @@ from engine._runtime.shared.lease import ProcessLease
 from engine._runtime.shared.locks import CHANNEL as LOCKS_CHANNEL
 from engine._runtime.shared.locks import SharedLockTable
 from engine._runtime.shared.notify import RemoteListener, SharedNotifier
+from engine._runtime.timeouts import Timeouts
 from engine._storage.postgres import PostgresDatabase
 from engine.clock import Clock
 from engine.registry import Registry
@@ -42,13 +43,17 @@ class SharedParts:
             await self.lease.stop()
             raise
 
-    def coordinator(self, sweep: Callable[[], Awaitable[None]]) -> Coordinator:
+    def coordinator(
+        self, sweep: Callable[[], Awaitable[None]], timeouts: Timeouts, clock: Clock
+    ) -> Coordinator:
         """Build the takeover poll (recovery is done) and return it, to be started."""
         self._coordinator = Coordinator(
             database=self.database,
             queue=self.queue,
             locks=self.locks,
             sweep=sweep,
+            timeouts=timeouts,
+            clock=clock,
             poll_seconds=self.poll_seconds,
             lease_seconds=self.lease_seconds,
             process_id=self.lease.process_id,
