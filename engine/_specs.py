@@ -7,6 +7,8 @@ is wrong. Specs also carry what each handler locks and loads (see ``_loads``).
 from __future__ import annotations
 
 import inspect
+import numbers
+import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -36,7 +38,27 @@ from engine.step import Step, StepList, StepOptions
 from engine.stream import Stream
 
 D = TypeVar("D")
-_HARD_DELETE_REFUSED = (int, float, bool)
+# Numbers and Booleans (bool and IntEnum are ints; Decimal, Fraction and complex are Numbers).
+_HARD_DELETE_REFUSED: tuple[type, ...] = (int, float, complex, numbers.Number)
+
+
+def _holds_numbers_or_booleans(value_type: Any) -> bool:
+    """Return True when ``value_type`` admits a number or a Boolean: itself, a member of a
+    union (``int | None``), an ``Annotated`` base, a ``NewType``'s supertype or a ``Literal``
+    value. Only string and object values (bytes included) may be hard-delete."""
+    origin = typing.get_origin(value_type)
+    if origin is typing.Annotated:
+        return _holds_numbers_or_booleans(typing.get_args(value_type)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_holds_numbers_or_booleans(arg) for arg in typing.get_args(value_type))
+    if origin is typing.Literal:
+        return any(isinstance(arg, _HARD_DELETE_REFUSED) for arg in typing.get_args(value_type))
+    supertype = getattr(value_type, "__supertype__", None)  # a NewType
+    if supertype is not None:
+        return _holds_numbers_or_booleans(supertype)
+    return isinstance(value_type, type) and issubclass(value_type, _HARD_DELETE_REFUSED)
+
+
 _INDEX_VALUE_TYPES: dict[IndexType, tuple[Any, ...]] = {
     IndexType.KEYWORD: (str,),
     IndexType.FULL_TEXT: (str,),
@@ -217,7 +239,7 @@ def _collect_states(flow: Flow[Any], flow_type: str) -> dict[str, _State[Any]]:
             raise DefinitionError(f"{flow_type}: state name {state.name!r} is declared twice")
         states[state.name] = state
         if state.hard_delete_on_null:
-            if state.value_type in _HARD_DELETE_REFUSED:
+            if _holds_numbers_or_booleans(state.value_type):
                 raise DefinitionError(
                     f"{flow_type}: hard-delete {type(state).__name__} {state.name!r} must "
                     "hold string or object values, not numbers or booleans"

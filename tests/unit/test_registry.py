@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime, timedelta
-from typing import Any
+from decimal import Decimal
+from fractions import Fraction
+from typing import Annotated, Any, Literal, NewType, Optional
 
 import pytest
 
@@ -136,6 +139,52 @@ def test_hard_delete_attribute_cannot_be_numeric_bool_or_indexed() -> None:
     assert "not numbers or booleans" in _registry_error(Numeric())
     assert "not numbers or booleans" in _registry_error(Flag())
     assert "cannot be indexed" in _registry_error(Indexed())
+
+
+Meters = NewType("Meters", float)
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+@pytest.mark.parametrize(
+    "value_type",
+    [
+        int | None,
+        Optional[float],  # noqa: UP045 (the spelling under test)
+        Literal[1, 2],
+        Literal["a", True],
+        Annotated[int, "meters"],
+        Meters,
+        Decimal,
+        Fraction,
+        complex,
+        Level,
+        int | str,
+    ],
+    ids=repr,
+)
+def test_a_hard_delete_attribute_refuses_every_numeric_or_boolean_type(value_type: Any) -> None:
+    class Numeric(Flow[None]):
+        n = Attribute("n", value_type, hard_delete_on_null=True)
+
+    assert "not numbers or booleans" in _registry_error(Numeric())
+
+
+@pytest.mark.parametrize(
+    "value_type",
+    [str, str | None, bytes, Optional[bytes], Literal["a", "b"], dict[str, int], list[int], Any],  # noqa: UP045
+    ids=repr,
+)
+def test_a_hard_delete_attribute_accepts_string_and_object_types(value_type: Any) -> None:
+    class Secret(Flow[None]):
+        s = Attribute("s", value_type, hard_delete_on_null=True)
+
+        def get_steps(self) -> StepList[None]:
+            return StepList.empty()
+
+    assert Registry([Secret()]).flow_types == ["Secret"]
 
 
 def test_index_type_must_fit_the_value_type() -> None:
