@@ -293,7 +293,7 @@ class Engine:
         self,
         flow_id: str,
         stream: Stream[Any] | str,
-        page_size: int = 100,
+        page_size: int | None = None,
         before_page_token: str = "",
         *,
         flow_type: FlowRef | None = None,
@@ -302,7 +302,8 @@ class Engine:
 
         An empty token starts at the newest message; pass ``next_page_token`` unchanged for
         the next older page (empty on the last page). ``page_size`` must be between 1 and
-        the store's ``max_read_messages`` (1000 by default).
+        the store's ``max_read_messages`` (1000 by default); None asks for 100, or that
+        maximum when it is smaller.
         """
         return await self._services.streams.list_client(
             flow_id, stream, page_size, before_page_token, flow_type

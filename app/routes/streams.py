@@ -83,13 +83,14 @@ async def list_stream_messages(
     stream: str,
     eng: EngineDep,
     page_size: Annotated[
-        int,
+        int | None,
         Query(
             alias="pageSize",
             description="Between 1 and the server's maximum (1000 by default); anything else is "
-            "400 INVALID_ARGUMENT, never reduced.",
+            "400 INVALID_ARGUMENT, never reduced. Absent: 100, or the maximum when it is "
+            "smaller.",
         ),
-    ] = 100,
+    ] = None,
     before_page_token: Annotated[
         str,
         Query(

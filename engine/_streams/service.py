@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 MAX_WAIT_SECONDS = 60.0
 MAX_SOURCE_LENGTH = 1024
+#: The page size of ListStreamMessages when the caller names none.
+DEFAULT_PAGE_SIZE = 100
 
 
 class _Unset:
@@ -141,7 +143,7 @@ class StreamService:
         self, flow_type: str, stream: Stream[Any], flow_id: str, value: Any, source: Any
     ) -> str:
         """Append a client message and return its resume token."""
-        if not isinstance(source, str) or not source.strip():
+        if not isinstance(source, str) or not source:  # any non-empty text, as the seed asks
             raise InvalidArgumentError(
                 "source must be a non-empty string", field="source", operation="writeStream"
             )
@@ -201,8 +203,11 @@ class StreamService:
         page_size: Any,
         before_page_token: str,
     ) -> StreamMessagePage[Any]:
-        """Return retained messages newest first, older than the page token's anchor."""
+        """Return retained messages newest first, older than the page token's anchor
+        (``page_size`` None: the default page, or the server's maximum if that is smaller)."""
         limit = self.config.max_read_messages
+        if page_size is None:
+            page_size = min(DEFAULT_PAGE_SIZE, limit)
         if (
             not isinstance(page_size, int)
             or isinstance(page_size, bool)
@@ -277,7 +282,7 @@ class StreamService:
         self,
         flow_id: str,
         stream: Stream[Any] | str,
-        page_size: int,
+        page_size: int | None,
         before_page_token: str,
         flow_type: type[Flow[Any]] | Flow[Any] | str | None,
     ) -> StreamMessagePage[Any]:

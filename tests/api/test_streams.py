@@ -321,3 +321,19 @@ async def test_stream_operations_are_documented_in_openapi(
     assert "text/event-stream" in events
     streams = {s["name"] for s in flow_types[0]["streams"]}
     assert streams == {"progress", "points", "tiny"}
+
+
+async def test_a_whitespace_source_is_accepted_and_a_list_without_page_size_fits_a_small_max(
+    make_client: Callable[..., Any],
+) -> None:
+    async with make_client(registry(), stream_max_read_messages=2) as client:
+        written = [await post(client, f"m{i}", source=" ") for i in range(3)]
+        listed = await client.get(url())
+        empty = await client.post(url(), json={"source": "", "value": "x"})
+    assert [w.status_code for w in written] == [201, 201, 201]
+    assert listed.status_code == 200
+    assert [(m["value"], m["source"]) for m in listed.json()["messages"]] == [
+        ("m2", " "),
+        ("m1", " "),
+    ]
+    assert_problem(empty, 400, "INVALID_ARGUMENT")

@@ -470,11 +470,24 @@ def test_stream_store_config_refuses_bad_settings(bad: dict[str, Any]) -> None:
 
 async def test_client_write_needs_a_non_empty_source_and_a_valid_value() -> None:
     svc = service()
-    for source in ("", "   ", None, "x" * 1025):
+    for source in ("", None, "x" * 1025):
         with pytest.raises(InvalidArgumentError, match="source"):
             await write(svc, "a", source=source)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="value"):
         await svc.write("NewsFlow", NewsFlow.progress, "f", 42, "me")
     await write(svc, "a", source="#step-like#source")
-    await write(svc, "b", source="#step-like#source")
-    assert len((await svc.list("NewsFlow", NewsFlow.progress, "f", 10, "")).messages) == 2
+    await write(svc, "b", source="   ")  # any non-empty source, whitespace too
+    page = await svc.list("NewsFlow", NewsFlow.progress, "f", 10, "")
+    assert [m.source for m in page.messages] == ["   ", "#step-like#source"]
+
+
+async def test_a_page_without_a_size_is_the_default_or_the_servers_smaller_maximum() -> None:
+    small = service(max_read_messages=3)
+    big = service()
+    for i in range(5):
+        await write(small, f"m{i}")
+        await write(big, f"m{i}")
+    capped = await small.list("NewsFlow", NewsFlow.progress, "f", None, "")
+    default = await big.list("NewsFlow", NewsFlow.progress, "f", None, "")
+    assert values(capped) == ["m4", "m3", "m2"] and capped.next_page_token != ""
+    assert values(default) == ["m4", "m3", "m2", "m1", "m0"] and default.next_page_token == ""
