@@ -34,6 +34,8 @@ def config_from_settings(settings: Settings) -> engine.EngineConfig:
         rpc_threads=settings.rpc_threads,
         sqlite_synchronous=settings.sqlite_synchronous,
         database_pool_size=settings.database_pool_size,
+        default_rpc_timeout=timedelta(seconds=settings.default_rpc_timeout_seconds),
+        transactional_rpcs=settings.transactional_rpcs,
         lease_seconds=settings.lease_seconds,
         poll_seconds=settings.poll_seconds,
         streams=engine.StreamStoreConfig(

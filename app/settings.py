@@ -42,6 +42,17 @@ class Settings(BaseSettings):
     retention_days: float = Field(
         30.0, ge=0, description="Closed runs are purged this many days after closing; 0 keeps them."
     )
+    default_rpc_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="How long an RPC handler may run when its @rpc names no timeout (the "
+        "seed's api.defaultRpcTimeout; no maximum). An RPC's own timeout wins.",
+    )
+    transactional_rpcs: bool = Field(
+        False,
+        description="Run every RPC transactionally: each needs an active run (else 404 "
+        "FLOW_NOT_ACTIVE_OR_NOT_FOUND) and commits even when it changed nothing.",
+    )
     database_pool_size: int = Field(
         10, ge=1, description="PostgreSQL: connections each process keeps open."
     )

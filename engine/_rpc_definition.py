@@ -26,6 +26,8 @@ class RPCDefinition:
     name: str
     function: Callable[..., Any]
     timeout: timedelta = DEFAULT_RPC_TIMEOUT
+    #: False: ``timeout`` is the default, and the server's default RPC timeout applies instead.
+    has_own_timeout: bool = False
     lock_attributes: tuple[AttributeLock, ...] = ()
     is_transactional: bool = False
     load_attribute_maps: tuple[AttributeMap[Any], ...] = ()

@@ -24,6 +24,11 @@ class EngineConfig:
     #: Closed runs stay readable this long, then are purged; None keeps them forever.
     retention: timedelta | None = timedelta(days=30)
     retention_check_interval: timedelta = timedelta(hours=1)
+    #: How long an RPC handler may run when its ``@rpc`` names no ``timeout`` (no maximum).
+    default_rpc_timeout: timedelta = timedelta(seconds=60)
+    #: Run every RPC transactionally: each then needs an active run and commits even when it
+    #: changed nothing (as the seed's server option).
+    transactional_rpcs: bool = False
     #: PostgreSQL: connections each process keeps open (as many again may open under load).
     database_pool_size: int = 10
     #: PostgreSQL: how long a process's claims and RPC locks outlive its last lease renewal.

@@ -134,6 +134,7 @@ def rpc(
             name=name or fn.__name__,
             function=fn,
             timeout=timeout or DEFAULT_RPC_TIMEOUT,
+            has_own_timeout=timeout is not None,
             lock_attributes=tuple(lock_attributes),
             is_transactional=is_transactional,
             load_attribute_maps=tuple(load_attribute_maps),

@@ -278,6 +278,8 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             committer=committer,
             clock=clock,
             threads=config.rpc_threads,
+            default_timeout=config.default_rpc_timeout,
+            all_transactional=config.transactional_rpcs,
         ),
         retention=retention,
         followers=followers,

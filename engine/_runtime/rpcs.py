@@ -6,6 +6,7 @@ import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from engine import _codec
@@ -53,7 +54,11 @@ class RPCExecutor:
         committer: Committer,
         clock: Clock,
         threads: int,
+        default_timeout: timedelta = timedelta(seconds=60),
+        all_transactional: bool = False,
     ) -> None:
+        self._default_timeout = default_timeout
+        self._all_transactional = all_transactional
         self._registry = registry
         self._database = database
         self._snapshots = snapshots
@@ -153,6 +158,7 @@ class RPCExecutor:
             definition = spec.rpc(rpc_name)
             value = self._input(definition, input)
             plan = self._plan(spec, definition, options)
+            transactional = plan.transactional or self._all_transactional
         except EngineError:
             if guessed:  # perhaps judged against the wrong type: decide with the real one
                 raise _WrongGuess() from None
@@ -171,7 +177,7 @@ class RPCExecutor:
                     flow_id=flow_id,
                     operation="invokeRpc",
                 )
-            if plan.transactional and not snapshot.run.is_running:
+            if transactional and not snapshot.run.is_running:
                 raise FlowNotActiveOrNotFoundError(
                     f"Flow {flow_id} is not active; RPC {rpc_name} takes locks or is "
                     "transactional and needs an active run",
@@ -180,8 +186,8 @@ class RPCExecutor:
                 )
             context = await self._snapshots.context(spec, snapshot, plan.loads, rpc_name=rpc_name)
             result = await self._run_handler(spec, definition, context, value)
-            staged = await self._effects(spec, definition, context, result, plan.transactional)
-            if staged.changes_state() or plan.transactional:
+            staged = await self._effects(spec, definition, context, result, transactional)
+            if staged.changes_state() or transactional:
                 await self._committer.commit(
                     commits.commit_rpc(
                         flow_id=flow_id,
@@ -256,7 +262,8 @@ class RPCExecutor:
     ) -> Any:
         bound = definition.function.__get__(spec.flow, type(spec.flow))
         args = (context, value) if definition.takes_input else (context,)
-        timeout = definition.timeout.total_seconds()
+        own = definition.timeout if definition.has_own_timeout else self._default_timeout
+        timeout = own.total_seconds()
         try:
             if definition.is_async:
                 return await asyncio.wait_for(bound(*args), timeout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from datetime import timedelta
 from typing import Any
@@ -125,6 +126,16 @@ class CounterFlow(Flow[None]):
     async def too_slow(self, context: Context) -> None:
         self.label.set(context, "never committed")
         await asyncio.Event().wait()  # never set: only the RPC timeout ends this call
+
+    @rpc
+    async def waits_for_the_gate(self, context: Context) -> str:
+        await Gate.rpc_release.wait()
+        return "released"
+
+    @rpc(timeout=timedelta(seconds=30))
+    async def waits_with_its_own_timeout(self, context: Context) -> str:
+        await Gate.rpc_release.wait()
+        return "released"
 
     @rpc
     def explode(self, context: Context) -> None:
@@ -323,6 +334,36 @@ async def test_rpc_timeout_fails_the_call_and_commits_nothing(
         with pytest.raises(RPCTimeoutError, match="within 0.2 s"):
             await eng.invoke_rpc("too_slow", "c")
         assert (await eng.get_attributes("c", ["label"])).values == {}
+
+
+async def test_the_servers_default_rpc_timeout_bounds_rpcs_without_their_own(
+    engine_config: EngineConfig,
+) -> None:
+    config = dataclasses.replace(engine_config, default_rpc_timeout=timedelta(milliseconds=150))
+    async with running_engine([CounterFlow()], config) as eng:
+        await _start(eng)
+        with pytest.raises(RPCTimeoutError, match="within 0.15 s"):
+            await eng.invoke_rpc("waits_for_the_gate", "c")
+        # An RPC's own timeout wins over the server's default.
+        own = asyncio.create_task(eng.invoke_rpc("waits_with_its_own_timeout", "c"))
+        done, _ = await asyncio.wait([own], timeout=0.5)
+        assert not done  # still running well past the server's default
+        Gate.rpc_release.set()
+        assert await own == "released"
+
+
+async def test_a_server_running_every_rpc_transactionally_refuses_them_on_a_closed_run(
+    engine_config: EngineConfig,
+) -> None:
+    plain = engine_config
+    strict = dataclasses.replace(engine_config, transactional_rpcs=True)
+    async with running_engine([CounterFlow()], plain) as eng:
+        await _start(eng, counter=7)
+        await eng.stop_flow("c")
+        assert await eng.invoke_rpc("peek", "c") == 7  # read-only on a closed run: answered
+    async with running_engine([CounterFlow()], strict) as eng:
+        with pytest.raises(FlowNotActiveOrNotFoundError, match="transactional"):
+            await eng.invoke_rpc("peek", "c")
 
 
 async def test_a_raising_handler_surfaces_as_rpc_handler_error_naming_the_type(
