@@ -209,10 +209,23 @@ def check_lock(
     state = states.get(lock.name)
     if state is None:
         raise error(f"{what}: lock on undeclared state {lock.name!r}")
+    _check_owner(what, f"lock on {lock.name!r}", state, lock.definition, error)
     if state.is_map and lock.instance is None:
         raise error(f"{what}: a lock on AttributeMap {lock.name!r} must name an instance")
     if not state.is_map and lock.instance is not None:
         raise error(f"{what}: Attribute {lock.name!r} is not an AttributeMap; lock it whole")
+
+
+def _check_owner(
+    what: str, entry: str, declared: Any, made_by: Any, error: type[Exception]
+) -> None:
+    """Raise ``error`` when ``made_by`` (the definition that built the entry) is not the one
+    this Flow declares under that name: another Flow type's state of the same name."""
+    if made_by is not None and made_by is not declared:
+        raise error(
+            f"{what}: the {entry} was made by another Flow type's definition of that name; "
+            "use this Flow's own"
+        )
 
 
 def check_load(
@@ -224,6 +237,7 @@ def check_load(
     state = states.get(load.name)
     if state is None:
         raise error(f"{what}: load of undeclared state {load.name!r}")
+    _check_owner(what, f"load of {load.name!r}", state, load.definition, error)
     if not state.is_map:
         raise error(f"{what}: {load.name!r} is an Attribute, not an AttributeMap")
 
@@ -239,6 +253,7 @@ def check_channel_load(
     channel = channels.get(load.name)
     if channel is None:
         raise error(f"{what}: load of undeclared Channel {load.name!r}")
+    _check_owner(what, f"load of {load.name!r}", channel, load.definition, error)
     if not channel.is_map:
         raise error(f"{what}: {load.name!r} is a Channel, not a ChannelMap; load it whole")
 

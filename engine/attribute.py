@@ -7,7 +7,7 @@ stages writes until the handler's result commits.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from engine._staging import staging
@@ -45,6 +45,9 @@ class AttributeLock:
 
     name: str
     instance: str | None = None
+    #: The Attribute or AttributeMap that made the lock (``lock()``): checked to belong to the
+    #: Flow it is used on, not only to share its name.
+    definition: Any = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -58,6 +61,8 @@ class AttributeMapLoad:
 
     name: str
     instance: str
+    #: The AttributeMap that made the load (``load()``), checked like a lock's.
+    definition: Any = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -142,7 +147,7 @@ class Attribute(_State[T]):
 
     def lock(self) -> AttributeLock:
         """Return the lock on this Attribute, for RPC and Step lock declarations."""
-        return AttributeLock(self.name)
+        return AttributeLock(self.name, definition=self)
 
 
 class AttributeMap(_State[T]):
@@ -169,8 +174,8 @@ class AttributeMap(_State[T]):
 
     def lock(self, key: str) -> AttributeLock:
         """Return the lock on one instance."""
-        return AttributeLock(self.name, check_instance_key(key, "key"))
+        return AttributeLock(self.name, check_instance_key(key, "key"), definition=self)
 
     def load(self, key: str) -> AttributeMapLoad:
         """Return an exact-instance load for RPC and Step options."""
-        return AttributeMapLoad(self.name, check_instance_key(key, "key"))
+        return AttributeMapLoad(self.name, check_instance_key(key, "key"), definition=self)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -41,6 +41,8 @@ class ChannelMapLoad:
 
     name: str
     instance: str
+    #: The ChannelMap that made the load (``load_messages()``), checked like a lock's.
+    definition: Any = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -190,7 +192,7 @@ class ChannelMap(_Channel[T]):
 
     def load_messages(self, instance: str) -> ChannelMapLoad:
         """Return an exact-instance load for ``load_channel_map_instances`` options."""
-        return ChannelMapLoad(self.name, check_instance_key(instance))
+        return ChannelMapLoad(self.name, check_instance_key(instance), definition=self)
 
     def for_one(self, instance: str) -> ChannelCondition:
         """Wait for one message of ``instance`` and consume it."""

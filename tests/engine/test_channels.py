@@ -478,6 +478,12 @@ async def test_a_condition_on_another_flows_channel_fails_the_step(
 # -- ChannelMap metadata, loads and invoke options --------------------------------------------
 
 
+class ForeignBoxes(Flow[None]):
+    """A ChannelMap named like Inbox's, of another Flow type."""
+
+    boxes = ChannelMap("boxes", str)
+
+
 class Inbox(Flow[None]):
     boxes = ChannelMap("boxes", str)
     log = Channel("log", str)
@@ -523,6 +529,11 @@ async def test_channel_map_keys_and_sizes_need_no_load_but_messages_do(
         with pytest.raises(ChannelMessagesNotLoadedError):  # the load was for "ada" only
             await eng.invoke_rpc(flow.read_box, "ib", "bob", options=exact)
         assert await eng.invoke_rpc(flow.read_all, "ib") == {"ada": ["hi", "again"], "bob": ["yo"]}
+        foreign = RPCInvokeOptions(
+            load_channel_map_instances=(ForeignBoxes.boxes.load_messages("ada"),)
+        )
+        with pytest.raises(InvalidArgumentError, match="another Flow type's definition"):
+            await eng.invoke_rpc(flow.read_box, "ib", "ada", options=foreign)
         listed = [(c.name, c.instance, c.size) for c in (await eng.list_channels("ib")).channels]
         assert listed == [("boxes", "ada", 2), ("boxes", "bob", 1), ("log", None, 0)]
 

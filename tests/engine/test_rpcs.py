@@ -67,6 +67,12 @@ class HoldCounter(Step[None]):
         return dead_end()
 
 
+class ForeignNotes(Flow[None]):
+    """Declares a map with the same name as CounterFlow's: never registered with it."""
+
+    notes = AttributeMap("notes", str)
+
+
 class CounterFlow(Flow[None]):
     counter = Attribute("counter", int)
     label = Attribute("label", str)
@@ -257,6 +263,15 @@ async def test_regular_attributes_are_always_loaded_but_map_instances_only_when_
         (
             RPCInvokeOptions(lock_attribute_map_instances=(AttributeLock("elsewhere", "k"),)),
             "lock on undeclared state 'elsewhere'",
+        ),
+        # Another Flow type's map of the same name: its definition is not this Flow's.
+        (
+            RPCInvokeOptions(lock_attribute_map_instances=(ForeignNotes.notes.lock("k"),)),
+            "made by another Flow type's definition",
+        ),
+        (
+            RPCInvokeOptions(load_attribute_map_instances=(ForeignNotes.notes.load("k"),)),
+            "made by another Flow type's definition",
         ),
     ],
 )
