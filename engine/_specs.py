@@ -38,6 +38,8 @@ from engine.step import Step, StepList, StepOptions
 from engine.stream import Stream
 
 D = TypeVar("D")
+#: Longest index key (the default key is the Attribute's name).
+MAX_INDEX_KEY_LENGTH = 256
 # Numbers and Booleans (bool and IntEnum are ints; Decimal, Fraction and complex are Numbers).
 _HARD_DELETE_REFUSED: tuple[type, ...] = (int, float, complex, numbers.Number)
 
@@ -288,9 +290,16 @@ def _check_indexes(flow_type: str, states: dict[str, _State[Any]], keys: IndexKe
             )
         key = state.index_key
         assert key is not None
-        if not key.strip() or not key.replace("_", "").isalnum() or key[0].isdigit():
+        if (
+            not key.strip()
+            or len(key) > MAX_INDEX_KEY_LENGTH
+            or "`" in key
+            or any(ord(c) < 0x20 for c in key)
+        ):
             raise DefinitionError(
-                f"{flow_type}: index key {key!r} must be an identifier (letters, digits, _)"
+                f"{flow_type}: index key {key!r} must be 1 to {MAX_INDEX_KEY_LENGTH} printable "
+                "characters without a backtick (a key that is not an identifier is written "
+                "`like-this` in SearchFlows queries)"
             )
         if is_system_field(key):
             raise DefinitionError(

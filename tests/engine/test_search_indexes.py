@@ -12,12 +12,14 @@ from engine import (
     AttributeIndex,
     AttributeMap,
     Context,
+    DefinitionError,
     EngineConfig,
     Flow,
     IndexType,
     InvalidArgumentError,
     InvalidPageTokenError,
     InvalidQueryError,
+    Registry,
     RPCResult,
     StartFlowOptions,
     Step,
@@ -235,3 +237,48 @@ async def test_search_arguments_of_the_wrong_type_are_rejected(
             await eng.search_flows(["keyword1 = 'a'"])  # type: ignore[arg-type]
         with pytest.raises(InvalidArgumentError, match="flow_type"):
             await eng.search_flows("", flow_type=["SearchFlow"])  # type: ignore[arg-type]
+
+
+class NamedKeyFlow(Flow[None]):
+    """Indexed under its Attribute name (the default key), which is not an identifier."""
+
+    status = Attribute("primitive-attribute-status", str, index=AttributeIndex(IndexType.KEYWORD))
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.empty()
+
+
+async def test_a_default_index_key_that_is_not_an_identifier_is_searched_in_backticks(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([NamedKeyFlow()], engine_config) as eng:
+        for flow_id, status in (("a", "waiting"), ("b", "done")):
+            options = StartFlowOptions(initial_attributes={"primitive-attribute-status": status})
+            await eng.start_flow(NamedKeyFlow, flow_id, options=options)
+        found = await eng.search_flows("`primitive-attribute-status` = 'done'")
+        ordered = await eng.search_flows(
+            "`primitive-attribute-status` IS NOT NULL ORDER BY FlowId DESC"
+        )
+        info = await eng.describe_flow("a")
+        with pytest.raises(InvalidQueryError):
+            await eng.search_flows("primitive-attribute-status = 'done'")  # unquoted: a minus
+    assert [f.flow_id for f in found.flows] == ["b"]
+    assert [f.flow_id for f in ordered.flows] == ["b", "a"]
+    assert info.indexed_attributes == {"primitive-attribute-status": "waiting"}
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [("FlowType", "reserved system field"), ("odd`key", "without a backtick"), (" ", "1 to 256")],
+)
+def test_an_index_key_colliding_with_a_system_field_or_unquotable_is_refused(
+    key: str, message: str
+) -> None:
+    class Bad(Flow[None]):
+        value = Attribute("value", str, index=AttributeIndex(IndexType.KEYWORD, key))
+
+        def get_steps(self) -> StepList[None]:
+            return StepList.empty()
+
+    with pytest.raises(DefinitionError, match=message):
+        Registry([Bad()])

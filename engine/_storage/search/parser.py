@@ -310,7 +310,7 @@ class _Builder:
         field = tree.children[0]
         assert isinstance(field, Token)
         descending = len(tree.children) > 1 and str(tree.children[1]).upper() == "DESC"
-        return OrderItem(str(field), descending, int(field.start_pos or 0))
+        return OrderItem(_field_name(field), descending, int(field.start_pos or 0))
 
     def node(self, tree: Any) -> Node:
         kind = tree.data
@@ -324,7 +324,7 @@ class _Builder:
         if kind == "group":
             return self.node(children[0])
         field: Token = children[0]
-        name, position = str(field), int(field.start_pos or 0)
+        name, position = _field_name(field), int(field.start_pos or 0)
         rest = children[1:]
         if kind == "compare":
             op = "!=" if str(rest[0]) == "<>" else str(rest[0])
@@ -369,6 +369,12 @@ class _Builder:
 
 
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
+
+
+def _field_name(token: Token) -> str:
+    """Return a FIELD token's name, without the backticks of a quoted one."""
+    text = str(token)
+    return text[1:-1] if text.startswith("`") else text
 
 
 def _unquote(raw: str, position: int) -> str:
