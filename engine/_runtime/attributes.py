@@ -12,7 +12,7 @@ from engine._runtime import effects
 from engine._runtime.committer import Committer
 from engine._runtime.names import parse_key, parse_values
 from engine._runtime.ports import BlobStore, Database, LockTable
-from engine._runtime.snapshots import Snapshots
+from engine._runtime.snapshots import Snapshots, shared_keys
 from engine._storage import commits, reads
 from engine._storage.records import LoadPlan, StagedEffects
 from engine.clock import Clock, to_micros
@@ -66,11 +66,10 @@ class Attributes:
             raise FlowNotFoundError(
                 f"Flow {flow_id} was not found", flow_id=flow_id, operation="getAttributes"
             )
-        if wanted:
-            spec = self._registry.spec(snapshot.run.flow_type)
-            for name in wanted:
-                parse_key(spec, name, "name")
-        texts = await self._snapshots.texts(snapshot)
+        spec = self._registry.spec(snapshot.run.flow_type)
+        for name in wanted:
+            parse_key(spec, name, "name")
+        texts = await self._snapshots.texts(snapshot, shared_keys(spec, snapshot, plan))
         values = {state_key(n, i): json.loads(text) for (n, i), text in sorted(texts.items())}
         return AttributeValues(flow_id, snapshot.run.run_id, values)
 

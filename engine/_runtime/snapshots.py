@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,14 +31,18 @@ class Snapshots:
         """Read the run (the given one, or the Flow's latest) with what ``plan`` loads."""
         return await reads.load_snapshot(self._database, flow_id, run_id, plan)
 
-    async def texts(self, snapshot: Snapshot) -> dict[tuple[str, str], str]:
+    async def texts(
+        self, snapshot: Snapshot, shared: Iterable[tuple[str, str]] = ()
+    ) -> dict[tuple[str, str], str]:
         """Return the JSON text of each stored value; deleted hard-delete values are absent.
 
-        A hard-delete value is one per Flow ID and key, read from the blob store.
+        A hard-delete value is one per Flow ID and key, read from the blob store; ``shared``
+        names hard-delete keys this run has no row for, whose value an earlier run of the Flow
+        ID may have stored (every run of the Flow ID reads that one value).
         """
         flow_id = snapshot.run.flow_id
         texts: dict[tuple[str, str], str] = {}
-        blob_keys: list[tuple[str, str]] = []
+        blob_keys: list[tuple[str, str]] = list(shared)
         for key, stored in snapshot.values.items():
             if stored.blob:
                 blob_keys.append(key)
@@ -53,10 +58,14 @@ class Snapshots:
                     texts[key] = text
         return texts
 
-    async def values(self, spec: FlowSpec, snapshot: Snapshot) -> dict[tuple[str, str], Any]:
-        """Return the snapshot's values decoded with their declared types."""
+    async def values(
+        self, spec: FlowSpec, snapshot: Snapshot, plan: LoadPlan | None = None
+    ) -> dict[tuple[str, str], Any]:
+        """Return the snapshot's values decoded with their declared types (with the Flow ID's
+        shared hard-delete values ``plan`` reads)."""
         values: dict[tuple[str, str], Any] = {}
-        for (name, instance), text in (await self.texts(snapshot)).items():
+        shared = () if plan is None else shared_keys(spec, snapshot, plan)
+        for (name, instance), text in (await self.texts(snapshot, shared)).items():
             state = spec.states.get(name)
             if state is not None:
                 values[(name, instance)] = _codec.decode(state.value_type, text)
@@ -86,7 +95,7 @@ class Snapshots:
             run_id=snapshot.run.run_id,
             flow_type=spec.flow_type,
             states=spec.states,
-            values=await self.values(spec, snapshot),
+            values=await self.values(spec, snapshot, plan),
             plan=plan,
             step_execution_id=step_execution_id,
             step_type=step_type,
@@ -99,6 +108,24 @@ class Snapshots:
             consumed=_consumed(spec, waited.get("channels", {})),
             subflows=_subflow_results(waited.get("subflows", {})),
         )
+
+
+def shared_keys(spec: FlowSpec, snapshot: Snapshot, plan: LoadPlan) -> list[tuple[str, str]]:
+    """Return the hard-delete keys ``plan`` reads that the snapshot's run has no row for.
+
+    The seed keeps one stored hard-delete value per Flow ID and key, shared by every run of the
+    Flow ID: a run that never wrote it still reads what an earlier run stored (and nothing once
+    any run deleted it). Whole-map loads list this run's instances only.
+    """
+    keys: list[tuple[str, str]] = []
+    for state in spec.states.values():
+        if not state.hard_delete_on_null:
+            continue
+        if state.is_map:
+            keys.extend(k for k in plan.instances if k[0] == state.name)
+        elif plan.names is None or state.name in plan.names:
+            keys.append((state.name, ""))
+    return [k for k in keys if k not in snapshot.values]
 
 
 def _messages(
