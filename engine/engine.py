@@ -189,9 +189,18 @@ class Engine:
     ) -> AttributeValues:
         """Read Attributes and map instances from one committed state, without locks.
 
-        With no names, every singleton Attribute is read. Values are JSON data; unset names are
-        absent. Reads the current run, or the latest when none is open.
+        With no names, every singleton Attribute is read. Each value is decoded with its
+        definition (bytes, datetimes, pydantic models and dataclasses come back as such), and
+        the values are returned only once all of them decoded; unset names are absent. Reads
+        the current run, or the latest when none is open.
         """
+        return await self._services.attributes.get(flow_id, names, run_id, decoded=True)
+
+    async def get_attributes_json(
+        self, flow_id: str, names: Iterable[str] = (), run_id: str | None = None
+    ) -> AttributeValues:
+        """Like :meth:`get_attributes`, with each value as its JSON data (what the REST API
+        answers: bytes as ``{"$bytes": ...}``, datetimes as ISO-8601 text, models as objects)."""
         return await self._services.attributes.get(flow_id, names, run_id)
 
     async def set_attributes(

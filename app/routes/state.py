@@ -83,7 +83,7 @@ async def get_attributes(
     run_id: Annotated[str | None, Query(alias="runId", min_length=1, max_length=256)] = None,
 ) -> AttributesResponse:
     """Read Attributes from one committed state (current or latest run), without locks."""
-    values = await eng.get_attributes(flowId, name, run_id)
+    values = await eng.get_attributes_json(flowId, name, run_id)
     return AttributesResponse(flow_id=values.flow_id, run_id=values.run_id, values=values.values)
 
 

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from engine import _codec
 from engine._ids import check_id, check_unicode, new_id, state_key
 from engine._runtime import effects
 from engine._runtime.committer import Committer
@@ -43,8 +44,11 @@ class Attributes:
         self._committer = committer
         self._clock = clock
 
-    async def get(self, flow_id: str, names: Iterable[str], run_id: str | None) -> AttributeValues:
-        """Read Attributes and map instances of one committed state (see the Engine)."""
+    async def get(
+        self, flow_id: str, names: Iterable[str], run_id: str | None, *, decoded: bool = False
+    ) -> AttributeValues:
+        """Read Attributes and map instances of one committed state (see the Engine): as JSON
+        data, or (``decoded``) decoded with their definitions, all or nothing."""
         check_id(flow_id, "flowId")
         wanted = list(dict.fromkeys(names))
         for name in wanted:
@@ -70,7 +74,14 @@ class Attributes:
         for name in wanted:
             parse_key(spec, name, "name")
         texts = await self._snapshots.texts(snapshot, shared_keys(spec, snapshot, plan))
-        values = {state_key(n, i): json.loads(text) for (n, i), text in sorted(texts.items())}
+        if decoded:
+            # Every value decodes with its definition before any is returned (the seed's Client).
+            values = {
+                state_key(n, i): _codec.decode(spec.states[n].value_type, text)
+                for (n, i), text in sorted(texts.items())
+            }
+        else:
+            values = {state_key(n, i): json.loads(text) for (n, i), text in sorted(texts.items())}
         return AttributeValues(flow_id, snapshot.run.run_id, values)
 
     async def set(
