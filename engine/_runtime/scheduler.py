@@ -11,7 +11,9 @@ through :meth:`Scheduler.end` and :meth:`Scheduler.requeue`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +55,9 @@ log = logging.getLogger("dexlite.scheduler")
 ATTEMPTS = "Step attempts running"
 #: How long an attempt that failed in the runtime itself (not in its handler) waits to run again.
 RUNTIME_RETRY_SECONDS = 1.0
+#: How long a canceled attempt still running keeps its locks at most (the seed's "about one
+#: second").
+CANCEL_GRACE_SECONDS = 1.0
 
 
 @dataclass(eq=False)
@@ -62,6 +67,8 @@ class Attempt:
     step: QueuedStep
     canceled: bool = False
     task: asyncio.Task[None] | None = None
+    #: A ``def`` handler's run on the thread pool: it keeps running after a cancel.
+    thread: concurrent.futures.Future[Any] | None = field(default=None, repr=False)
     context: InvocationContext | None = field(default=None, repr=False)
 
     def cancel(self) -> None:
@@ -102,6 +109,7 @@ class Scheduler:
         self._activity = activity
         self._clock = clock
         self._running: dict[str, Attempt] = {}
+        self._releases: set[asyncio.Task[None]] = set()  # canceled attempts' delayed releases
         self._dispatcher: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dexlite-step")
 
@@ -126,6 +134,8 @@ class Scheduler:
                 with contextlib.suppress(BaseException):
                     await attempt.task
         self._running.clear()
+        for task in list(self._releases):  # nothing runs any more: no lock to keep
+            task.cancel()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # -- what the commit listener calls -------------------------------------------------------
@@ -150,7 +160,30 @@ class Scheduler:
             if attempt is not None:
                 attempt.cancel()
             self._queue.release(step_id)
-            self._locks.release(flow_id, step_id)
+            thread = None if attempt is None else attempt.thread
+            if thread is not None and not thread.done():
+                # The seed: Dex waits about a second for a canceled attempt to end. A ``def``
+                # handler cannot be interrupted, so its locks stay held until its thread
+                # returns (what it returns is discarded) or the grace ends.
+                self._release_after(flow_id, step_id, thread)
+            else:
+                self._locks.release(flow_id, step_id)
+
+    def _release_after(
+        self, flow_id: str, step_id: str, thread: concurrent.futures.Future[Any]
+    ) -> None:
+        async def release() -> None:
+            grace = asyncio.ensure_future(self._clock.sleep(CANCEL_GRACE_SECONDS))
+            ended = asyncio.wrap_future(thread)
+            try:
+                await asyncio.wait({ended, grace}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                grace.cancel()
+                self._locks.release(flow_id, step_id)
+
+        task = asyncio.get_running_loop().create_task(release(), name=f"release-{step_id}")
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
 
     # -- running attempts -----------------------------------------------------------------------
 
@@ -203,7 +236,9 @@ class Scheduler:
             del self._running[attempt.step.id]
         self._locks.release(attempt.step.flow_id, attempt.step.id)
 
-    async def _call(self, fn: Any, context: InvocationContext, value: Any) -> Any:
+    async def _call(
+        self, fn: Any, context: InvocationContext, value: Any, attempt: Attempt | None = None
+    ) -> Any:
         try:
             if asyncio.iscoroutinefunction(fn):
                 return await fn(context, value)
@@ -214,8 +249,12 @@ class Scheduler:
                 if is_generator_handler(fn)
                 else functools.partial(fn, context, value)
             )
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, target)
+            # The thread's own future: canceling the awaiting task does not stop the thread,
+            # and this future tells when it really ends.
+            thread = self._executor.submit(contextvars.copy_context().run, target)
+            if attempt is not None:
+                attempt.thread = thread
+            return await asyncio.wrap_future(thread)
         finally:
             # Buffered Stream writers send their tail before the result or error commits.
             if context.step_io is not None:
@@ -254,7 +293,7 @@ class Scheduler:
         attempt.context = context
         try:
             value = _codec.decode(sspec.input_type, step.input)
-            result = await self._call(handler, context, value)
+            result = await self._call(handler, context, value, attempt)
             if step.phase == Phase.WAIT_FOR:
                 staged = await self._wait_effects(step, spec, context, result)
             else:
