@@ -101,6 +101,10 @@ class MemoryLockTable:
         locks.waiters = remaining
         self._grant(flow_id, locks)
 
+    def hold_past_end(self, flow_id: str, owner: str) -> None:
+        """An execution ended while its attempt still runs: its keys stay held (in memory
+        nothing frees them before :meth:`release`)."""
+
     async def release_now(self, flow_id: str, owner: str) -> None:
         """Release an RPC invocation's keys (at once: they live in memory)."""
         self.release(flow_id, owner)

@@ -114,6 +114,9 @@ class LockTable(Protocol):
     def release(self, flow_id: str, owner: str) -> None:
         """Release every key ``owner`` holds or waits for."""
 
+    def hold_past_end(self, flow_id: str, owner: str) -> None:
+        """Keep ``owner``'s keys after its execution ended, until ``release``."""
+
     async def release_now(self, flow_id: str, owner: str) -> None:
         """Release an RPC invocation's keys, done before the RPC answers its caller."""
 

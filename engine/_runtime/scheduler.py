@@ -165,6 +165,7 @@ class Scheduler:
                 # The seed: Dex waits about a second for a canceled attempt to end. A ``def``
                 # handler cannot be interrupted, so its locks stay held until its thread
                 # returns (what it returns is discarded) or the grace ends.
+                self._locks.hold_past_end(flow_id, step_id)
                 self._release_after(flow_id, step_id, thread)
             else:
                 self._locks.release(flow_id, step_id)

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, func, insert, or_, select, text
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select, text, update
 
 from engine._runtime.activity import Activity
 from engine._runtime.locks import RPC, STEP
@@ -40,6 +40,8 @@ LOCK_CHANGES = "Attribute lock changes"
 #: The channel a grant to another process's Step is announced on (the payload: the Flow ID).
 CHANNEL = "dexlite_locks"
 _l, _w, _se = t.attribute_locks, t.lock_waiters, t.step_executions
+#: The phase of a lock row kept by a canceled attempt that is still running.
+ENDING = "ENDING"
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,13 @@ def _holders(conn: Connection, flow_id: str, keys: list[str] | None) -> dict[str
         _se.c.phase == _l.c.phase, and_(_l.c.phase == Phase.EXECUTE, _se.c.phase == Phase.WAIT_FOR)
     )
     step_alive = and_(_l.c.kind == STEP, _se.c.state == StepState.PENDING, same_phase)
+    # A canceled attempt still running keeps its locks until its process lets go of them.
+    ending = and_(_l.c.kind == STEP, _l.c.phase == ENDING, _l.c.process_id.in_(live_processes()))
     rpc_alive = and_(_l.c.kind == RPC, _l.c.process_id.in_(live_processes()))
     query = (
-        select(_l.c.lock_key, _l.c.kind, _l.c.owner, or_(step_alive, rpc_alive).label("alive"))
+        select(
+            _l.c.lock_key, _l.c.kind, _l.c.owner, or_(step_alive, ending, rpc_alive).label("alive")
+        )
         .select_from(_l.outerjoin(_se, _se.c.id == _l.c.owner))
         .where(_l.c.flow_id == flow_id)
     )
@@ -228,6 +234,23 @@ class SharedLockTable:
     def hold_for_step(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
         """A queued retry's lock rows are in the database already: remember to release them."""
         self._holding.add((flow_id, owner))
+
+    def hold_past_end(self, flow_id: str, owner: str) -> None:
+        """Keep the keys of an execution that ended while its attempt still runs, until
+        :meth:`release` (its commit made them dead otherwise)."""
+        if (flow_id, owner) not in self._holding:
+            return
+
+        def unit(conn: Connection) -> list[str]:
+            _lock_flow(conn, flow_id)
+            conn.execute(
+                update(_l)
+                .where(_l.c.flow_id == flow_id, _l.c.owner == owner, _l.c.kind == STEP)
+                .values(phase=ENDING)
+            )
+            return []
+
+        self._spawn(flow_id, unit)
 
     def release(self, flow_id: str, owner: str) -> None:
         """Release every key ``owner`` holds or waits for, then grant waiting Steps."""
