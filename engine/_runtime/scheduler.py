@@ -204,6 +204,7 @@ class Scheduler:
 
     async def _drive(self, attempt: Attempt) -> None:
         step = attempt.step
+        holds = step.keeps_locks  # its phase's locks, once granted
         try:
             if not step.keeps_locks:
                 _, sspec = self._spec(step)
@@ -216,6 +217,7 @@ class Scheduler:
                     await granted
                 finally:
                     self._activity.enter(ATTEMPTS)
+                holds = True
             await self._attempt(attempt)
         except (asyncio.CancelledError, StepCanceled):
             if not attempt.canceled:
@@ -225,7 +227,8 @@ class Scheduler:
             if not attempt.canceled and self._running.get(step.id) is attempt:
                 del self._running[step.id]
                 due = to_micros(self._clock.now() + RUNTIME_RETRY_SECONDS)
-                self.requeue(replace(step, due_at=due))
+                # A returned attempt keeps the locks it holds while it waits (the seed).
+                self.requeue(replace(step, due_at=due, returned=holds))
         finally:
             if self._running.get(step.id) is attempt:
                 del self._running[step.id]
@@ -309,7 +312,7 @@ class Scheduler:
             return
         if staged is None:
             # A wait that neither wrote nor waits needs no commit: execute runs at once.
-            self.requeue(replace(step, phase=Phase.EXECUTE, attempt=1, due_at=None))
+            self.requeue(replace(step, phase=Phase.EXECUTE, attempt=1, due_at=None, returned=False))
             return
         await self._commit_step(attempt, staged)
 
@@ -331,13 +334,13 @@ class Scheduler:
             spec_json = wait_spec(
                 wait, spec.channels, self._now(), [child.request for child in children]
             )
-            waiting = replace(step, phase=Phase.WAITING, attempt=1, due_at=None)
+            waiting = replace(step, phase=Phase.WAITING, attempt=1, due_at=None, returned=False)
             return replace(staged, decision=EnterWait(waiting, spec_json, tuple(children)))
         delay = wait.delay_seconds()
         due = self._now() + int(delay * 1_000_000) if delay > 0 else None
         if not staged.changes_state() and due is None:
             return None
-        execute = replace(step, phase=Phase.EXECUTE, attempt=1, due_at=due)
+        execute = replace(step, phase=Phase.EXECUTE, attempt=1, due_at=due, returned=False)
         return replace(staged, decision=EnterExecute(execute))
 
     async def _decision_effects(
@@ -392,7 +395,7 @@ class Scheduler:
         if step.attempt < policy.max_attempts:
             due = self._now() + int(policy.delay_before(step.attempt + 1) * 1_000_000)
             # The retry keeps its locks while it waits.
-            retry = replace(step, attempt=step.attempt + 1, due_at=due)
+            retry = replace(step, attempt=step.attempt + 1, due_at=due, returned=False)
             unit = commits.retry_step(
                 step=retry,
                 attempt=step.attempt,

@@ -202,7 +202,9 @@ def complete_if_met(
     children = subflows.results(conn, [n["runId"] for n in nodes if n.get("runId")])
     results = {str(n["subflow"]): children.get(n.get("runId", ""), _unstarted(n)) for n in nodes}
     text = json.dumps({"channels": consumed, "subflows": results}, separators=(",", ":"))
-    execute = replace(step, phase=Phase.EXECUTE, attempt=1, due_at=None, consumed=text)
+    execute = replace(
+        step, phase=Phase.EXECUTE, attempt=1, due_at=None, consumed=text, returned=False
+    )
     channels.end_wait(conn, execute, text)
     rows.add_history(conn, run.run_id, events, now)
     return execute

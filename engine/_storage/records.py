@@ -210,11 +210,15 @@ class QueuedStep:
     #: The fencing token of this process's claim on the execution (shared databases; 0 on
     #: SQLite): its attempt commits only while the row still carries it.
     fence: int = 0
+    #: The attempt was handed back after the runtime itself failed (not its handler): it runs
+    #: again later and keeps the locks it holds meanwhile (this process's memory only).
+    returned: bool = False
 
     @property
     def keeps_locks(self) -> bool:
-        """Return True for a retry, which holds its phase's locks while queued."""
-        return self.attempt > 1
+        """Return True for a retry or a returned attempt: it holds its phase's locks while
+        queued."""
+        return self.attempt > 1 or self.returned
 
     @property
     def execution_id(self) -> str:
