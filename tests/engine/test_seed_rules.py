@@ -4,6 +4,7 @@ its own staged writes, whole-map enumeration, RPCs pinned to an older run, close
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 
@@ -15,6 +16,7 @@ from engine import (
     EngineConfig,
     Flow,
     FlowNotActiveOrNotFoundError,
+    RPCLockConflictError,
     RPCResult,
     StartFlowOptions,
     Step,
@@ -22,6 +24,8 @@ from engine import (
     StepList,
     StepMovement,
     StepOptions,
+    Timer,
+    Wait,
     graceful_complete,
     rpc,
 )
@@ -143,3 +147,95 @@ async def test_an_erase_after_close_is_refused_for_a_mixed_request_or_an_unstore
         after = await eng.get_attributes("r", ["secret", "label"])
     assert still.values == {"secret": "s", "label": "x"}
     assert after.values == {"label": "x"}
+
+
+class Phased(Step[None]):
+    """Locks ``a`` while wait_for runs and ``b`` while execute runs."""
+
+    def get_step_options(self) -> StepOptions:
+        return StepOptions(
+            wait_for_lock_attributes=(self.flow.a.lock(),),
+            execute_lock_attributes=(self.flow.b.lock(),),
+        )
+
+    async def wait_for(self, context: Context, input: None) -> Wait:
+        PhaseGate.in_wait_for.set()
+        await PhaseGate.leave_wait_for.wait()
+        return Wait.until(Timer.by_duration(timedelta(0)))
+
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        PhaseGate.in_execute.set()
+        await PhaseGate.leave_execute.wait()
+        return graceful_complete(None)
+
+
+class PhaseGate:
+    in_wait_for: asyncio.Event
+    leave_wait_for: asyncio.Event
+    in_execute: asyncio.Event
+    leave_execute: asyncio.Event
+
+
+class PhasedFlow(Flow[None]):
+    a = Attribute("a", int)
+    b = Attribute("b", int)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Phased())
+
+    @rpc(lock_attributes=(a.lock(),))
+    def touch_a(self, context: Context) -> RPCResult[str]:
+        return RPCResult("a")
+
+    @rpc(lock_attributes=(b.lock(),))
+    def touch_b(self, context: Context) -> RPCResult[str]:
+        return RPCResult("b")
+
+
+async def test_wait_for_locks_are_separate_from_execute_locks(engine_config: EngineConfig) -> None:
+    for name in ("in_wait_for", "leave_wait_for", "in_execute", "leave_execute"):
+        setattr(PhaseGate, name, asyncio.Event())
+    async with running_engine([PhasedFlow()], engine_config) as eng:
+        await eng.start_flow(PhasedFlow, "p")
+        await asyncio.wait_for(PhaseGate.in_wait_for.wait(), 10)
+        during_wait_b = await eng.invoke_rpc("touch_b", "p")
+        with pytest.raises(RPCLockConflictError, match="attribute key a is locked by a Step"):
+            await eng.invoke_rpc("touch_a", "p")
+        PhaseGate.leave_wait_for.set()
+        await asyncio.wait_for(PhaseGate.in_execute.wait(), 10)
+        during_execute_a = await eng.invoke_rpc("touch_a", "p")
+        with pytest.raises(RPCLockConflictError, match="attribute key b is locked by a Step"):
+            await eng.invoke_rpc("touch_b", "p")
+        PhaseGate.leave_execute.set()
+        result = await eng.wait_for_flow("p", wait_seconds=10)
+    assert (during_wait_b, during_execute_a, result.status) == ("b", "a", "COMPLETED")
+
+
+class Pending(Step[None]):
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        await asyncio.Event().wait()  # never set: stays active until canceled
+        return graceful_complete(None)
+
+
+class CancelFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Pending())
+
+    @rpc
+    def replace_pending(self, context: Context) -> RPCResult[None]:
+        # Cancels the active Pending and starts a new one: the RPC's own is not canceled.
+        result = RPCResult(None, next_steps=(StepMovement.of(Pending, None),))
+        return result.with_canceling_steps(Pending)
+
+
+async def test_an_rpcs_own_next_steps_of_a_canceled_type_are_not_canceled(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([CancelFlow()], engine_config) as eng:
+        await eng.start_flow(CancelFlow, "c")
+        await eng.invoke_rpc("replace_pending", "c")
+        history = (await eng.get_flow_history("c")).events
+        info = await eng.describe_flow("c")
+    committed = next(e for e in history if e.event_type == "RPC_COMMITTED")
+    assert committed.details["canceledSteps"] == ["Pending-1"]
+    assert info.status == "RUNNING"  # Pending-2 is active
