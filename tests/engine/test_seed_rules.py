@@ -4,7 +4,9 @@ its own staged writes, whole-map enumeration, RPCs pinned to an older run, close
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -12,10 +14,13 @@ from engine import (
     Attribute,
     AttributeMap,
     AttributeMapNotLoadedError,
+    Channel,
     Context,
     EngineConfig,
     Flow,
     FlowNotActiveOrNotFoundError,
+    ManualClock,
+    RetryPolicy,
     RPCLockConflictError,
     RPCResult,
     StartFlowOptions,
@@ -26,9 +31,11 @@ from engine import (
     StepOptions,
     Timer,
     Wait,
+    go_to_many,
     graceful_complete,
     rpc,
 )
+from engine.testing import settle
 from tests.conftest import running_engine
 
 
@@ -239,3 +246,92 @@ async def test_an_rpcs_own_next_steps_of_a_canceled_type_are_not_canceled(
     committed = next(e for e in history if e.event_type == "RPC_COMMITTED")
     assert committed.details["canceledSteps"] == ["Pending-1"]
     assert info.status == "RUNNING"  # Pending-2 is active
+
+
+class Flaky(Step[None]):
+    """Fails every attempt; retried after an hour; on final failure routes to Recover."""
+
+    def get_step_options(self) -> StepOptions:
+        return StepOptions(
+            execute_retry=RetryPolicy(
+                max_attempts=3, initial_interval=timedelta(hours=1), max_interval=timedelta(hours=1)
+            ),
+            failure_step=Recover,
+        )
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        Calls.flaky += 1
+        raise RuntimeError("always")
+
+
+class Recover(Step[dict[str, Any]]):
+    def execute(self, context: Context, input: dict[str, Any]) -> StepDecision:
+        Calls.recover += 1
+        return graceful_complete(None)
+
+
+class Listen(Step[None]):
+    def wait_for(self, context: Context, input: None) -> Wait:
+        return Wait.until(self.flow.inbox.for_one())
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        Calls.listen += 1
+        return graceful_complete(None)
+
+
+class Calls:
+    flaky = recover = listen = 0
+
+
+class Start2(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return go_to_many(StepMovement.of(Flaky, None), StepMovement.of(Listen, None))
+
+
+class WaitersFlow(Flow[None]):
+    inbox = Channel("inbox", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Start2()).other_steps(Flaky(), Recover(), Listen())
+
+    @rpc
+    def cancel_all(self, context: Context) -> RPCResult[None]:
+        return RPCResult(None).with_canceling_steps(Flaky, Listen)
+
+    @rpc
+    def only_moves(self, context: Context) -> RPCResult[None]:
+        return RPCResult(None, next_steps=(StepMovement.of(Listen, None),))
+
+    @rpc
+    def only_cancels(self, context: Context) -> RPCResult[None]:
+        return RPCResult(None).with_canceling_steps(Listen)
+
+
+async def test_waiting_and_retry_waiting_steps_are_canceled_with_no_retry_or_failure_route(
+    engine_config: EngineConfig,
+) -> None:
+    Calls.flaky = Calls.recover = Calls.listen = 0
+    clock = ManualClock()
+    config = dataclasses.replace(engine_config, clock=clock, retention=None)
+    async with running_engine([WaitersFlow()], config) as eng:
+        await eng.start_flow(WaitersFlow, "w")
+        await settle(eng)  # Flaky failed once and waits an hour; Listen waits on inbox
+        await eng.invoke_rpc("cancel_all", "w")
+        await clock.advance_when_idle()  # past every deadline: nothing is left to run
+        await settle(eng)
+        await eng.publish_to_channel("w", "inbox", "late")
+        await settle(eng)
+        info = await eng.describe_flow("w")
+    assert (Calls.flaky, Calls.recover, Calls.listen) == (1, 0, 0)
+    assert info.status == "RUNNING"  # no active Step, nothing closed the run
+
+
+async def test_an_rpc_of_only_movements_or_only_cancels_is_refused_on_a_closed_run(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([WaitersFlow()], engine_config) as eng:
+        await eng.start_flow(WaitersFlow, "w")
+        await eng.stop_flow("w")
+        for name in ("only_moves", "only_cancels"):
+            with pytest.raises(FlowNotActiveOrNotFoundError):
+                await eng.invoke_rpc(name, "w")
