@@ -29,6 +29,7 @@ from engine import (
     StepList,
     StepMovement,
     StepOptions,
+    Stream,
     Timer,
     Wait,
     go_to_many,
@@ -335,3 +336,29 @@ async def test_an_rpc_of_only_movements_or_only_cancels_is_refused_on_a_closed_r
         for name in ("only_moves", "only_cancels"):
             with pytest.raises(FlowNotActiveOrNotFoundError):
                 await eng.invoke_rpc(name, "w")
+
+
+class TypeThenFail(Step[None]):
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        writer = self.flow.progress.buffered_text(context)
+        writer.write("last ")
+        writer.write("words")  # still buffered when the handler raises
+        raise RuntimeError("gone")
+
+
+class StreamingFlow(Flow[None]):
+    progress = Stream("progress", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(TypeThenFail())
+
+
+async def test_the_buffered_writer_sends_its_tail_when_an_async_step_raises(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([StreamingFlow()], engine_config) as eng:
+        await eng.start_flow(StreamingFlow, "s")
+        result = await eng.wait_for_flow("s", wait_seconds=30)
+        page = await eng.list_stream_messages("s", StreamingFlow.progress)
+    assert (result.status, result.error_type) == ("FAILED", "RuntimeError")
+    assert "".join(m.value for m in reversed(page.messages)) == "last words"
