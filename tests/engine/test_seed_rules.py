@@ -362,3 +362,39 @@ async def test_the_buffered_writer_sends_its_tail_when_an_async_step_raises(
         page = await eng.list_stream_messages("s", StreamingFlow.progress)
     assert (result.status, result.error_type) == ("FAILED", "RuntimeError")
     assert "".join(m.value for m in reversed(page.messages)) == "last words"
+
+
+class LateFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.empty().other_steps(Pending())
+
+    @rpc
+    def start_pending(self, context: Context) -> RPCResult[None]:
+        return RPCResult(None, next_steps=(StepMovement.of(Pending, None),))
+
+    @rpc
+    async def cancel_after_a_while(self, context: Context) -> RPCResult[None]:
+        LateGate.entered.set()
+        await LateGate.release.wait()  # its snapshot was read before this point
+        return RPCResult(None).with_canceling_steps(Pending)
+
+
+class LateGate:
+    entered: asyncio.Event
+    release: asyncio.Event
+
+
+async def test_a_step_started_after_the_rpcs_snapshot_is_canceled_too(
+    engine_config: EngineConfig,
+) -> None:
+    LateGate.entered, LateGate.release = asyncio.Event(), asyncio.Event()
+    async with running_engine([LateFlow()], engine_config) as eng:
+        await eng.start_flow(LateFlow, "l")
+        canceling = asyncio.create_task(eng.invoke_rpc("cancel_after_a_while", "l"))
+        await asyncio.wait_for(LateGate.entered.wait(), 10)
+        await eng.invoke_rpc("start_pending", "l")  # Pending-1 starts after that snapshot
+        LateGate.release.set()
+        await canceling
+        history = (await eng.get_flow_history("l")).events
+    committed = [e for e in history if e.event_type == "RPC_COMMITTED"]
+    assert committed[-1].details["canceledSteps"] == ["Pending-1"]
