@@ -9,7 +9,7 @@ from engine._runtime.scheduler import Scheduler
 from engine._runtime.timeouts import Timeouts
 from engine._runtime.waits import ChannelWaits
 from engine._storage import reads
-from engine._storage.records import WaitingStep
+from engine._storage.records import QueuedStep, WaitingStep
 from engine.registry import Registry
 
 log = logging.getLogger("dexlite.recovery")
@@ -47,12 +47,14 @@ async def recover(
             log.warning(
                 "not resuming Step %s: Flow type %s is not registered", step.id, step.flow_type
             )
+            _keep_retry_locks(locks, step, claim is not None)
             continue
         sspec = registry.spec(step.flow_type).steps.get(step.step_type)
         if sspec is None:
             log.warning(
                 "not resuming Step %s: Step type %s is not registered", step.id, step.step_type
             )
+            _keep_retry_locks(locks, step, claim is not None)
             continue
         count += 1
         if spec is not None:
@@ -65,3 +67,10 @@ async def recover(
             locks.hold_for_step(step.flow_id, sspec.plans[step.phase].lock_keys, step.id)
         scheduler.requeue(step)
     return count
+
+
+def _keep_retry_locks(locks: LockTable, step: QueuedStep, shared: bool) -> None:
+    """A queued retry this process cannot run keeps its locks until the Flow times out or
+    stops (the seed). On a shared database its lock rows stay alive by themselves."""
+    if step.held_locks and step.keeps_locks and not shared:
+        locks.hold_for_step(step.flow_id, step.held_locks, step.id)

@@ -395,7 +395,13 @@ class Scheduler:
         if step.attempt < policy.max_attempts:
             due = self._now() + int(policy.delay_before(step.attempt + 1) * 1_000_000)
             # The retry keeps its locks while it waits.
-            retry = replace(step, attempt=step.attempt + 1, due_at=due, returned=False)
+            retry = replace(
+                step,
+                attempt=step.attempt + 1,
+                due_at=due,
+                returned=False,
+                held_locks=tuple(sspec.plans[step.phase].lock_keys),
+            )
             unit = commits.retry_step(
                 step=retry,
                 attempt=step.attempt,

@@ -291,6 +291,7 @@ async def active_steps(db: Database) -> list[tuple[QueuedStep, dict[str, Any] | 
             se.c.phase,
             se.c.attempt,
             se.c.due_at,
+            se.c.held_locks,
             sw.c.spec,
             sw.c.consumed,
         )
@@ -314,6 +315,7 @@ async def active_steps(db: Database) -> list[tuple[QueuedStep, dict[str, Any] | 
             attempt=row.attempt,
             due_at=row.due_at,
             consumed=row.consumed,
+            held_locks=tuple(json.loads(row.held_locks)) if row.held_locks else (),
         )
         waiting = phase == Phase.WAITING and row.spec is not None
         found.append((step, json.loads(row.spec) if waiting else None))

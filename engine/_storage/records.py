@@ -213,6 +213,8 @@ class QueuedStep:
     #: The attempt was handed back after the runtime itself failed (not its handler): it runs
     #: again later and keeps the locks it holds meanwhile (this process's memory only).
     returned: bool = False
+    #: A retry's lock keys (attempt above 1), recorded with it: see ``rows.requeue_step``.
+    held_locks: tuple[str, ...] = ()
 
     @property
     def keeps_locks(self) -> bool:

@@ -75,7 +75,12 @@ _CLOSE_STEP = (
 _REQUEUE_STEP = (
     update(_se)
     .where(_se.c.id == bindparam("b_id"))
-    .values(phase=bindparam("b_phase"), attempt=bindparam("b_attempt"), due_at=bindparam("b_due"))
+    .values(
+        phase=bindparam("b_phase"),
+        attempt=bindparam("b_attempt"),
+        due_at=bindparam("b_due"),
+        held_locks=bindparam("b_held"),
+    )
 )
 # On a shared database the committing process claims the attempt it queues, with a new token.
 _REQUEUE_CLAIMED = _REQUEUE_STEP.values(
@@ -380,11 +385,14 @@ def _count_statement(conn: Connection) -> Any:
 def requeue_step(conn: Connection, step: QueuedStep) -> None:
     """Record a pending execution's next attempt: its phase, attempt number and due time
     (on a shared database also this process's claim on it, whose token ``step`` takes)."""
+    # Only a retry keeps locks while it waits: its keys go with it (a new phase holds none).
+    held = json.dumps(list(step.held_locks)) if step.attempt > 1 and step.held_locks else None
     params = {
         "b_id": step.id,
         "b_phase": step.phase,
         "b_attempt": step.attempt,
         "b_due": step.due_at,
+        "b_held": held,
     }
     claimant = conn.info.get(CLAIMANT)
     if claimant is None:

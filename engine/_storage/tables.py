@@ -110,6 +110,9 @@ class StepExecutionRow(SQLModel, table=True):
     output: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     error_type: str | None = None
     error_message: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    #: A queued retry's lock keys (JSON list): it keeps them while it waits, and a process
+    #: that no longer registers its Step type still holds them for it until the Flow stops.
+    held_locks: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     #: PostgreSQL with several processes: the process whose claim runs the next attempt...
     claimed_by: str | None = None
     #: ...and the claim's fencing token, raised by every claim: a commit of an attempt made

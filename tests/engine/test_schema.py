@@ -91,6 +91,7 @@ _LATER_REVISIONS_UNDONE = (
     "DROP INDEX ix_runs_timeout",
     "ALTER TABLE step_executions DROP COLUMN claimed_by",
     "ALTER TABLE step_executions DROP COLUMN fence",
+    "ALTER TABLE step_executions DROP COLUMN held_locks",
     "DROP TABLE processes",
     "DROP TABLE attribute_locks",
     "DROP TABLE lock_waiters",

@@ -174,3 +174,37 @@ async def test_the_map_wide_singleton_lock_serializes_its_writers_only(
         await eng.invoke_rpc("rewrite", "c", "x")
         values = await eng.get_attributes("c", ["messages/m1", "messages/m2", "messages-lock"])
     assert values.values == {"messages/m1": "x", "messages/m2": "y"}  # the bool is never set
+
+
+class RetryFlowWithoutItsStep(Flow[None]):
+    """RetryFlow as a later deploy serves it: the FailOnce Step type is gone."""
+
+    k = Attribute("k", int)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.empty()
+
+    @rpc(lock_attributes=(k.lock(),))
+    def touch(self, context: Context) -> RPCResult[str]:
+        return RPCResult("touched")
+
+    @classmethod
+    def flow_type(cls) -> str:
+        return "RetryFlow"
+
+
+async def test_a_queued_retry_of_an_unregistered_step_type_keeps_its_locks_until_the_flow_stops(
+    engine_config: EngineConfig,
+) -> None:
+    clock = ManualClock()
+    config = dataclasses.replace(engine_config, clock=clock, retention=None)
+    async with running_engine([RetryFlow()], config) as eng:
+        await eng.start_flow(RetryFlow, "r")
+        await settle(eng)  # attempt 1 failed; the retry waits an hour, holding k
+    async with running_engine([RetryFlowWithoutItsStep()], config) as eng:
+        with pytest.raises(RPCLockConflictError, match="attribute key k is locked by a Step"):
+            await eng.invoke_rpc("touch", "r")
+        await eng.stop_flow("r")
+        await settle(eng)
+        info = await eng.describe_flow("r")
+    assert info.status == "CANCELED"
