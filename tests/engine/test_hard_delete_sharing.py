@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from engine import (
     Attribute,
     AttributeMap,
     Context,
     EngineConfig,
     Flow,
+    FlowNotActiveOrNotFoundError,
     RPCInvokeOptions,
     RPCResult,
     StartFlowOptions,
@@ -66,3 +71,53 @@ async def test_a_new_run_of_the_flow_id_reads_the_value_an_earlier_run_stored(
     assert (revealed, key) == ("s1", "k1")
     assert read.values == {"secret": "s1", "keys/api": "k1"}
     assert after_second.values == {} and after_first.values == {}
+
+
+class KeyringFlow(Flow[None]):
+    keys = AttributeMap("keys", str, hard_delete_on_null=True)
+    secret = Attribute("secret", str, hard_delete_on_null=True)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.empty()
+
+    @rpc
+    def drop_key(self, context: Context, input: str) -> RPCResult[None]:
+        self.keys.delete(context, input)
+        return RPCResult(None)
+
+    @rpc
+    def overwrite(self, context: Context, input: str) -> RPCResult[None]:
+        self.secret.set(context, input)
+        return RPCResult(None)
+
+
+async def test_deleting_a_hard_delete_map_instance_deletes_its_stored_value(
+    engine_config: EngineConfig,
+) -> None:
+    initial = {"keys/a": "A", "keys/b": "B"}
+    async with running_engine([KeyringFlow()], engine_config) as eng:
+        await eng.start_flow(KeyringFlow, "k", options=StartFlowOptions(initial_attributes=initial))
+        await eng.invoke_rpc("drop_key", "k", "a")
+        read = await eng.get_attributes("k", ["keys/a", "keys/b"])
+    assert read.values == {"keys/b": "B"}
+    stored = _stored_texts(Path(engine_config.blob_dir))
+    assert not any('"A"' in text for text in stored) and any('"B"' in text for text in stored)
+
+
+async def test_a_refused_commit_has_still_overwritten_the_stored_value(
+    engine_config: EngineConfig,
+) -> None:
+    async with running_engine([KeyringFlow()], engine_config) as eng:
+        options = StartFlowOptions(initial_attributes={"secret": "before"})
+        first = await eng.start_flow(KeyringFlow, "k", options=options)
+        await eng.stop_flow("k")
+        # The RPC's handler ran on the closed run and wrote the value; its commit is refused.
+        with pytest.raises(FlowNotActiveOrNotFoundError):
+            await eng.invoke_rpc("overwrite", "k", "after", run_id=first.run_id)
+        read = await eng.get_attributes("k", ["secret"], run_id=first.run_id)
+    assert read.values == {"secret": "after"}  # the seed: written before the commit
+
+
+def _stored_texts(root: Path) -> list[str]:
+    """Return the contents of every file the blob store holds under ``root``."""
+    return [p.read_text() for p in root.rglob("*") if p.is_file()]
