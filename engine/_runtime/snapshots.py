@@ -58,13 +58,31 @@ class Snapshots:
                     texts[key] = text
         return texts
 
+    async def shared_instances(
+        self, spec: FlowSpec, snapshot: Snapshot, plan: LoadPlan
+    ) -> list[tuple[str, str]]:
+        """Return the instances of the hard-delete maps ``plan`` loads whole that earlier runs
+        of the Flow ID stored and this run has no row for (the shared values of a map)."""
+        maps = [
+            name
+            for name in plan.whole_maps
+            if (state := spec.states.get(name)) is not None and state.hard_delete_on_null
+        ]
+        if not maps:
+            return []
+        found = await reads.blob_instances(self._database, snapshot.run.flow_id, maps)
+        return [k for k in found if k not in snapshot.values]
+
     async def values(
         self, spec: FlowSpec, snapshot: Snapshot, plan: LoadPlan | None = None
     ) -> dict[tuple[str, str], Any]:
         """Return the snapshot's values decoded with their declared types (with the Flow ID's
         shared hard-delete values ``plan`` reads)."""
         values: dict[tuple[str, str], Any] = {}
-        shared = () if plan is None else shared_keys(spec, snapshot, plan)
+        shared: list[tuple[str, str]] = []
+        if plan is not None:
+            shared = shared_keys(spec, snapshot, plan)
+            shared += await self.shared_instances(spec, snapshot, plan)
         for (name, instance), text in (await self.texts(snapshot, shared)).items():
             state = spec.states.get(name)
             if state is not None:
@@ -111,11 +129,12 @@ class Snapshots:
 
 
 def shared_keys(spec: FlowSpec, snapshot: Snapshot, plan: LoadPlan) -> list[tuple[str, str]]:
-    """Return the hard-delete keys ``plan`` reads that the snapshot's run has no row for.
+    """Return the hard-delete keys ``plan`` reads by name that the snapshot's run has no row
+    for (whole-map loads: see :meth:`Snapshots.shared_instances`).
 
     The seed keeps one stored hard-delete value per Flow ID and key, shared by every run of the
     Flow ID: a run that never wrote it still reads what an earlier run stored (and nothing once
-    any run deleted it). Whole-map loads list this run's instances only.
+    any run deleted it).
     """
     keys: list[tuple[str, str]] = []
     for state in spec.states.values():

@@ -351,3 +351,17 @@ __all__: Sequence[str] = (
     "load_snapshot",
     "running_runs",
 )
+
+
+async def blob_instances(db: Database, flow_id: str, names: list[str]) -> list[tuple[str, str]]:
+    """Return the (map, instance) keys of hard-delete map values any run of ``flow_id`` wrote
+    (their one stored value is shared by every run of the Flow ID)."""
+    a, r = t.attributes, t.runs
+    query = (
+        select(a.c.name, a.c.instance)
+        .join(r, r.c.run_id == a.c.run_id)
+        .where(r.c.flow_id == flow_id, a.c.name.in_(names), a.c.blob.is_(True), a.c.instance != "")
+        .distinct()
+    )
+    rows = await db.read(lambda conn: conn.execute(query).all())
+    return [(row.name, row.instance) for row in rows]

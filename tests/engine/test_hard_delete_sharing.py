@@ -38,6 +38,10 @@ class VaultFlow(Flow[None]):
     def reveal_key(self, context: Context, input: str) -> str | None:
         return self.keys.get(context, input)
 
+    @rpc(load_attribute_maps=(keys,))
+    def all_keys(self, context: Context) -> dict[str, str]:
+        return self.keys.items(context)
+
     @rpc
     def forget(self, context: Context) -> RPCResult[None]:
         self.secret.set(context, None)
@@ -63,6 +67,7 @@ async def test_a_new_run_of_the_flow_id_reads_the_value_an_earlier_run_stored(
             options=RPCInvokeOptions(load_attribute_map_instances=(flow.keys.load("api"),)),
         )
         read = await eng.get_attributes("v", ["secret", "keys/api"])
+        every = await eng.invoke_rpc("all_keys", "v")  # a whole-map load sees them too
         # The second run deletes the one stored value: the first run reads it as absent too.
         await eng.invoke_rpc("forget", "v")
         after_second = await eng.get_attributes("v", ["secret"])
@@ -70,6 +75,7 @@ async def test_a_new_run_of_the_flow_id_reads_the_value_an_earlier_run_stored(
     assert second.run_id != first.run_id
     assert (revealed, key) == ("s1", "k1")
     assert read.values == {"secret": "s1", "keys/api": "k1"}
+    assert every == {"api": "k1"}
     assert after_second.values == {} and after_first.values == {}
 
 
