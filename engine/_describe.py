@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from engine import _codec
@@ -27,7 +28,9 @@ def _schema(value_type: Any) -> dict[str, Any]:
         return {}
 
 
-def describe_flow_type(spec: FlowSpec) -> FlowTypeDescription:
+def describe_flow_type(
+    spec: FlowSpec, default_rpc_timeout: timedelta | None = None
+) -> FlowTypeDescription:
     """Describe one registered Flow type."""
     return FlowTypeDescription(
         flow_type=spec.flow_type,
@@ -50,7 +53,12 @@ def describe_flow_type(spec: FlowSpec) -> FlowTypeDescription:
                 output_schema=_schema(r.output_type),
                 lock_attributes=[lock.key for lock in r.lock_attributes],
                 is_transactional=r.transactional,
-                timeout_seconds=r.timeout.total_seconds(),
+                # An RPC without its own timeout runs under the server's default.
+                timeout_seconds=(
+                    r.timeout
+                    if r.has_own_timeout or default_rpc_timeout is None
+                    else default_rpc_timeout
+                ).total_seconds(),
             )
             for r in sorted(spec.rpcs.values(), key=lambda r: r.name)
         ],

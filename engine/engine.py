@@ -327,8 +327,9 @@ class Engine:
         return await history_page(self._services.database, flow_id, run_id, page_size, page_token)
 
     def list_flow_types(self) -> list[FlowTypeDescription]:
-        """Describe every registered Flow type: Steps, RPCs with JSON schemas, state, indexes."""
-        return self.registry.describe()
+        """Describe every registered Flow type: Steps, RPCs with JSON schemas, state, indexes
+        (RPC timeouts as they apply on this engine, its default included)."""
+        return self.registry.describe(self.config.default_rpc_timeout)
 
     def _idle_probe(self) -> IdleProbe:
         """Return what tells whether the engine has work in hand (``engine.testing``)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from engine._describe import describe_flow_type
@@ -63,6 +64,7 @@ class Registry:
         """Return every declared search key with its index type."""
         return {key: found[0] for key, found in self._index_keys.types.items()}
 
-    def describe(self) -> list[FlowTypeDescription]:
-        """Describe every Flow type: Steps, RPCs with JSON schemas, state, indexes, Streams."""
-        return [describe_flow_type(spec) for spec in self.specs()]
+    def describe(self, default_rpc_timeout: timedelta | None = None) -> list[FlowTypeDescription]:
+        """Describe every Flow type: Steps, RPCs with JSON schemas, state, indexes, Streams
+        (an RPC without its own timeout shows ``default_rpc_timeout`` when given)."""
+        return [describe_flow_type(spec, default_rpc_timeout) for spec in self.specs()]

@@ -365,6 +365,15 @@ async def test_the_servers_default_rpc_timeout_bounds_rpcs_without_their_own(
         assert not done  # still running well past the server's default
         Gate.rpc_release.set()
         assert await own == "released"
+        described = {
+            r.name: r.timeout_seconds
+            for t in eng.list_flow_types()
+            if t.flow_type == "CounterFlow"
+            for r in t.rpcs
+        }
+    # listFlowTypes shows the timeout each RPC runs under on this engine.
+    assert described["waits_for_the_gate"] == 0.15
+    assert described["waits_with_its_own_timeout"] == 30.0
 
 
 async def test_a_server_running_every_rpc_transactionally_refuses_them_on_a_closed_run(
