@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 import engine
 
@@ -113,7 +114,7 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {
             400: "INVALID_ARGUMENT",  # e.g. a body too deeply nested to parse
             401: "UNAUTHENTICATED",
@@ -122,6 +123,10 @@ def install_error_handlers(app: FastAPI) -> None:
             413: "PAYLOAD_TOO_LARGE",
         }.get(exc.status_code, "HTTP_ERROR")
         headers = dict(exc.headers) if exc.headers else None
+        if exc.status_code == 405:
+            # Each method of a path is its own route, and the router names only the first
+            # route's methods: name every method the path answers.
+            headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
         return problem(exc.status_code, code, str(exc.detail), headers=headers)
 
     @app.exception_handler(UnicodeEncodeError)
@@ -133,6 +138,22 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error")
         return problem(500, "INTERNAL", f"unexpected {type(exc).__name__}; this is a bug")
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Return every method some route of the app answers on the request's path (asked of the
+    router itself, method by method, so included routers count too)."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes
+        )
+    ]
 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

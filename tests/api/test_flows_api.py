@@ -508,3 +508,20 @@ async def test_text_no_database_can_store_and_absurd_timeouts_are_refused(
         assert value.status_code == 200  # a JSON-escaped value is stored escaped
         huge = await start(client, "LedgerFlow", "later", options={"timeoutSeconds": 9.7e15})
         assert_problem(huge, 422, "VALIDATION_ERROR")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("DELETE", "/api/v1/flows", "GET, POST"),
+        ("DELETE", "/api/v1/flows/f/attributes", "GET, PUT"),
+        ("PUT", "/api/v1/streams/F/f/s/messages", "GET, POST"),
+    ],
+)
+async def test_a_405_names_every_method_of_the_path(
+    make_client: Any, method: str, path: str, allowed: str
+) -> None:
+    async with make_client() as client:
+        response = await client.request(method, path)
+    assert_problem(response, 405, "METHOD_NOT_ALLOWED")
+    assert response.headers["allow"] == allowed
