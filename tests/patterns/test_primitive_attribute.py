@@ -11,7 +11,7 @@ import httpx
 from app.settings import Settings
 from tests.conftest import manual_clock_config
 from tests.support.problems import assert_problem
-from tests.support.waiting import eventually
+from tests.support.waiting import until_step_waiting
 
 BASE = "/primitives/attribute"
 STATUS = "primitive-attribute-status"
@@ -33,16 +33,6 @@ async def update(client: httpx.AsyncClient, flow_id: str, status: str) -> httpx.
     return await client.post(
         f"{BASE}/update-status", params={"flowId": flow_id}, json={"status": status}
     )
-
-
-async def waiting(client: httpx.AsyncClient, flow_id: str) -> None:
-    """Return once the Step's wait_for has committed (so its WaitFor locks are released)."""
-
-    async def committed() -> bool:
-        response = await client.get(f"/api/v1/flows/{flow_id}/history")
-        return any(e["eventType"] == "STEP_WAITING" for e in response.json()["events"])
-
-    await eventually(committed, what="the Step's wait_for to commit")
 
 
 async def found(client: httpx.AsyncClient, query: str) -> set[str]:
@@ -73,7 +63,7 @@ async def test_start_commits_status_and_key_and_update_status_writes_both_indexe
     flow_id, secret = "attr-waiting", "sk-test-waiting-0001"
     async with make_client() as client:
         started = await start(client, flow_id, waitSeconds=30, modelApiKey=secret)
-        await waiting(client, flow_id)
+        await until_step_waiting(client, flow_id)
         first = await read(client, flow_id)
         pending = await found(client, "FlowType = 'AttributeFlow' AND keyword1 = 'pending'")
         updated = await update(client, flow_id, "authorized")
@@ -111,7 +101,7 @@ async def test_the_step_completes_the_status_and_permanently_deletes_the_key(
     async with make_app(engine_config=config) as served:
         client = served.client
         started = await start(client, flow_id, note="shipped", waitSeconds=0.5, modelApiKey=secret)
-        await waiting(client, flow_id)
+        await until_step_waiting(client, flow_id)
         updated = await update(client, flow_id, "authorized")
         await clock.advance_when_idle()  # to the Timer's deadline
         done = await result(client, flow_id)

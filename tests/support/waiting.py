@@ -10,7 +10,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -70,3 +70,14 @@ def wait_until(
                 raise failure
             raise AssertionError(f"{what} did not hold within {within:g} s")
         time.sleep(interval)
+
+
+async def until_step_waiting(client: Any, flow_id: str) -> None:
+    """Return once a Step of ``flow_id`` has committed the start of a wait (STEP_WAITING in
+    its history, over HTTP): its wait_for has ended, and with it the wait_for's locks."""
+
+    async def committed() -> bool:
+        response = await client.get(f"/api/v1/flows/{flow_id}/history")
+        return any(e["eventType"] == "STEP_WAITING" for e in response.json()["events"])
+
+    await eventually(committed, what=f"a Step of {flow_id} to begin its wait")
