@@ -61,8 +61,20 @@ async def list_channel_messages(
     eng: EngineDep,
     instance: InstanceQuery = None,
     run_id: RunIdQuery = None,
-    page_size: Annotated[int, Query(alias="pageSize", ge=1, le=1000)] = 100,
-    page_token: Annotated[str, Query(alias="pageToken", max_length=4096)] = "",
+    page_size: Annotated[
+        int,
+        Query(
+            alias="pageSize",
+            description="Between 1 and 1000; anything else is 400 INVALID_ARGUMENT.",
+        ),
+    ] = 100,
+    page_token: Annotated[
+        str,
+        Query(
+            alias="pageToken",
+            description="A nextPageToken of this queue; anything else is 400 INVALID_PAGE_TOKEN.",
+        ),
+    ] = "",
 ) -> ChannelMessagesResponse:
     """List the pending messages of a Channel (or ChannelMap instance), oldest first."""
     page = await eng.list_channel_messages(

@@ -130,8 +130,20 @@ async def get_flow_history(
     flowId: str,  # noqa: N803
     eng: EngineDep,
     run_id: RunIdQuery = None,
-    page_size: Annotated[int, Query(alias="pageSize", ge=1, le=1000)] = 100,
-    page_token: Annotated[str, Query(alias="pageToken", max_length=1024)] = "",
+    page_size: Annotated[
+        int,
+        Query(
+            alias="pageSize",
+            description="Between 1 and 1000; anything else is 400 INVALID_ARGUMENT.",
+        ),
+    ] = 100,
+    page_token: Annotated[
+        str,
+        Query(
+            alias="pageToken",
+            description="A nextPageToken of this run; anything else is 400 INVALID_PAGE_TOKEN.",
+        ),
+    ] = "",
 ) -> HistoryResponse:
     """Return the run's history events, oldest first, one page at a time."""
     page = await eng.get_flow_history(flowId, run_id, page_size, page_token)

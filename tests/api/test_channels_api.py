@@ -171,7 +171,7 @@ async def test_bad_channel_input_is_a_problem_naming_the_field_and_changes_nothi
         token = await client.get(f"{BASE}/channels/votes/messages", params={"pageToken": "x"})
         assert_problem(token, 400, "INVALID_PAGE_TOKEN")
         size = await client.get(f"{BASE}/channels/votes/messages", params={"pageSize": 0})
-        assert_problem(size, 422, "VALIDATION_ERROR")
+        assert_problem(size, 400, "INVALID_ARGUMENT")  # as on search and Streams (§6)
         listed = (await client.get(f"{BASE}/channels")).json()["channels"]
         assert listed == [{"name": "votes", "instance": None, "size": 0}]
 

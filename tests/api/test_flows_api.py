@@ -525,3 +525,28 @@ async def test_a_405_names_every_method_of_the_path(
         response = await client.request(method, path)
     assert_problem(response, 405, "METHOD_NOT_ALLOWED")
     assert response.headers["allow"] == allowed
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "code"),
+    [
+        ({"pageSize": 0}, 400, "INVALID_ARGUMENT"),
+        ({"pageSize": 1001}, 400, "INVALID_ARGUMENT"),
+        ({"pageToken": "x" * 100}, 400, "INVALID_PAGE_TOKEN"),
+        ({"pageToken": "x" * 5000}, 400, "INVALID_PAGE_TOKEN"),
+    ],
+)
+async def test_history_and_channel_pages_refuse_bad_sizes_and_tokens_with_400(
+    make_client: Any, params: dict[str, Any], status: int, code: str
+) -> None:
+    async with make_client() as client:
+        started = await client.post(
+            "/api/v1/flows", json={"flowType": "ChannelFlow", "flowId": "pages"}
+        )
+        history = await client.get("/api/v1/flows/pages/history", params=params)
+        channel = await client.get(
+            "/api/v1/flows/pages/channels/queued-messages/messages", params=params
+        )
+    assert started.status_code == 201, started.text
+    assert_problem(history, status, code)
+    assert_problem(channel, status, code)
