@@ -25,7 +25,7 @@ from engine import (
 )
 from engine._runtime.shared.notify import ALL, MAX_PAYLOAD, _changes, _notice
 from engine._storage.records import AttributeWrite, RunChange
-from engine.testing import settle
+from engine.testing import settle, waiting_calls
 from tests.conftest import running_engine
 from tests.support.backends import postgres_only
 from tests.support.waiting import eventually
@@ -141,7 +141,10 @@ async def test_a_match_waiter_wakes_on_a_commit_of_the_other_engine(
         waiting = asyncio.create_task(
             second.wait_for_attribute_match("s", "status", MatchOperator.EQ, "go", wait_seconds=30)
         )
-        await asyncio.sleep(0)
+        # Registered (it reads the value right after): the commit is the other engine's.
+        await eventually(
+            lambda: waiting_calls(second).attribute_matches == 1, what="the match waiter"
+        )
         await first.invoke_rpc("set_status", "s", "go")
         match = await waiting
     assert (match.matched, match.value) == (True, "go")

@@ -17,7 +17,7 @@ import dataclasses
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from functools import cache
 from pathlib import Path
@@ -75,25 +75,6 @@ def selected_stores() -> list[str]:
     return [s for s in chosen if not (backends.ON_POSTGRES and s == "redis")]
 
 
-def _run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run ``coroutine`` on a loop of its own (a session fixture has none running)."""
-    result: list[T] = []
-    failure: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            result.append(asyncio.run(coroutine))
-        except BaseException as exc:  # handed to the caller's thread
-            failure.append(exc)
-
-    thread = threading.Thread(target=target, name="stream-store-test-admin")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return result[0]
-
-
 @cache
 def _redis_unreachable() -> str | None:
     async def probe() -> None:
@@ -104,7 +85,7 @@ def _redis_unreachable() -> str | None:
             await client.aclose()
 
     try:
-        _run(probe())
+        backends.run_blocking(probe())
     except (OSError, aioredis.RedisError) as exc:
         return f"Redis is not reachable at {REDIS_URL}: {exc}"
     return None
@@ -136,7 +117,7 @@ def _session_database() -> str:
                 finally:
                     await admin.close()
 
-            _run(create())
+            backends.run_blocking(create())
             _database.append(name)
     return backends.SERVER.rsplit("/", 1)[0] + "/" + _database[0]
 
@@ -155,7 +136,7 @@ def drop_stream_database() -> None:
         finally:
             await admin.close()
 
-    _run(drop())
+    backends.run_blocking(drop())
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -41,8 +41,9 @@ _template: list[str] = []
 _lock = threading.Lock()
 
 
-def _run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run ``coroutine`` to completion on a loop of its own, whatever loop is running here."""
+def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to completion on a loop of its own, whatever loop is running here
+    (a fixture or hook that has none, or a test inside a running one)."""
     result: list[T] = []
     failure: list[BaseException] = []
 
@@ -75,7 +76,7 @@ def server_reachable() -> str | None:
         await conn.close()
 
     try:
-        _run(probe())
+        run_blocking(probe())
     except ConnectionError as exc:
         return str(exc)
     return None
@@ -101,7 +102,7 @@ def create_postgres_database(name: str) -> str:
     its URL."""
     with _lock:
         if name not in _created:
-            template = _template[0] if _template else _run(_create_template())
+            template = _template[0] if _template else run_blocking(_create_template())
             _template[:] = [template]
 
             async def create() -> None:
@@ -115,7 +116,7 @@ def create_postgres_database(name: str) -> str:
                 finally:
                     await admin.close()
 
-            _run(create())
+            run_blocking(create())
             _created.add(name)
     return postgres_url(name)
 
@@ -177,7 +178,7 @@ def drop_databases(names: set[str], *, template: bool = False) -> None:
         finally:
             await admin.close()
 
-    _run(drop())
+    run_blocking(drop())
 
 
 def sqlite_only(reason: str) -> Any:
