@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 
 import engine
 
@@ -15,3 +15,22 @@ async def get_engine(request: Request) -> engine.Engine:
 
 
 EngineDep = Annotated[engine.Engine, Depends(get_engine)]
+
+
+#: ``runId``: a run of the Flow ID instead of its latest.
+RunIdQuery = Annotated[str | None, Query(alias="runId", min_length=1, max_length=256)]
+#: ``pageSize`` of a history or Channel page, checked by the engine (400, not 422).
+PageSizeQuery = Annotated[
+    int,
+    Query(
+        alias="pageSize", description="Between 1 and 1000; anything else is 400 INVALID_ARGUMENT."
+    ),
+]
+#: ``pageToken`` of a history or Channel page, checked by the engine (400, not 422).
+PageTokenQuery = Annotated[
+    str,
+    Query(
+        alias="pageToken",
+        description="A nextPageToken of the same listing; anything else is 400 INVALID_PAGE_TOKEN.",
+    ),
+]

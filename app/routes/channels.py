@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from app.deps import EngineDep
+from app.deps import EngineDep, PageSizeQuery, PageTokenQuery, RunIdQuery
 from app.errors import responses
 from app.schemas import (
     ChannelInfoResponse,
@@ -19,7 +19,6 @@ from app.schemas import (
 
 router = APIRouter(prefix="/api/v1/flows", tags=["Channels"])
 
-RunIdQuery = Annotated[str | None, Query(alias="runId", min_length=1, max_length=256)]
 InstanceQuery = Annotated[
     str | None,
     Query(min_length=1, max_length=256, description="The instance key, for a ChannelMap."),
@@ -61,20 +60,8 @@ async def list_channel_messages(
     eng: EngineDep,
     instance: InstanceQuery = None,
     run_id: RunIdQuery = None,
-    page_size: Annotated[
-        int,
-        Query(
-            alias="pageSize",
-            description="Between 1 and 1000; anything else is 400 INVALID_ARGUMENT.",
-        ),
-    ] = 100,
-    page_token: Annotated[
-        str,
-        Query(
-            alias="pageToken",
-            description="A nextPageToken of this queue; anything else is 400 INVALID_PAGE_TOKEN.",
-        ),
-    ] = "",
+    page_size: PageSizeQuery = 100,
+    page_token: PageTokenQuery = "",
 ) -> ChannelMessagesResponse:
     """List the pending messages of a Channel (or ChannelMap instance), oldest first."""
     page = await eng.list_channel_messages(

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 import engine
-from app.deps import EngineDep
+from app.deps import EngineDep, PageSizeQuery, PageTokenQuery, RunIdQuery
 from app.errors import responses
 from app.schemas import (
     CompletionResponse,
@@ -23,8 +23,6 @@ from app.schemas import (
 )
 
 router = APIRouter(prefix="/api/v1/flows", tags=["Flows"])
-
-RunIdQuery = Annotated[str | None, Query(alias="runId", min_length=1, max_length=256)]
 
 
 @router.post(
@@ -130,20 +128,8 @@ async def get_flow_history(
     flowId: str,  # noqa: N803
     eng: EngineDep,
     run_id: RunIdQuery = None,
-    page_size: Annotated[
-        int,
-        Query(
-            alias="pageSize",
-            description="Between 1 and 1000; anything else is 400 INVALID_ARGUMENT.",
-        ),
-    ] = 100,
-    page_token: Annotated[
-        str,
-        Query(
-            alias="pageToken",
-            description="A nextPageToken of this run; anything else is 400 INVALID_PAGE_TOKEN.",
-        ),
-    ] = "",
+    page_size: PageSizeQuery = 100,
+    page_token: PageTokenQuery = "",
 ) -> HistoryResponse:
     """Return the run's history events, oldest first, one page at a time."""
     page = await eng.get_flow_history(flowId, run_id, page_size, page_token)

@@ -279,8 +279,32 @@ async def running_runs(db: Database) -> list[RunInfo]:
 async def active_steps(db: Database) -> list[tuple[QueuedStep, dict[str, Any] | None]]:
     """Return every active Step of every open run, oldest first (for recovery), each with the
     spec of its wait when it waits on Channel conditions."""
-    se, r, sw = t.step_executions, t.runs, t.step_waits
+    se, r = t.step_executions, t.runs
     query = (
+        _pending_steps()
+        .where(se.c.state == StepState.PENDING, r.c.status == RunStatus.RUNNING)
+        .order_by(se.c.created_at, se.c.id)
+    )
+    rows = await db.read(lambda conn: conn.execute(query).all())
+    found: list[tuple[QueuedStep, dict[str, Any] | None]] = []
+    for row in rows:
+        step = _queued_step(row)
+        waiting = step.phase == Phase.WAITING and row.spec is not None
+        found.append((step, json.loads(row.spec) if waiting else None))
+    return found
+
+
+def claimed_steps(conn: Connection, fences: dict[str, int]) -> list[QueuedStep]:
+    """Return the executions ``fences`` names (ID -> its claim's token), oldest first."""
+    se = t.step_executions
+    query = _pending_steps().where(se.c.id.in_(list(fences))).order_by(se.c.created_at, se.c.id)
+    return [_queued_step(row, fences[row.id]) for row in conn.execute(query)]
+
+
+def _pending_steps() -> Any:
+    """SELECT what a QueuedStep of each Step execution holds, with its run and its wait."""
+    se, r, sw = t.step_executions, t.runs, t.step_waits
+    return (
         select(
             se.c.id,
             se.c.run_id,
@@ -297,29 +321,24 @@ async def active_steps(db: Database) -> list[tuple[QueuedStep, dict[str, Any] | 
         )
         .join(r, r.c.run_id == se.c.run_id)
         .outerjoin(sw, sw.c.step_id == se.c.id)
-        .where(se.c.state == StepState.PENDING, r.c.status == RunStatus.RUNNING)
-        .order_by(se.c.created_at, se.c.id)
     )
-    rows = await db.read(lambda conn: conn.execute(query).all())
-    found: list[tuple[QueuedStep, dict[str, Any] | None]] = []
-    for row in rows:
-        phase = Phase(row.phase)
-        step = QueuedStep(
-            id=row.id,
-            run_id=row.run_id,
-            flow_id=row.flow_id,
-            flow_type=row.flow_type,
-            step_type=row.step_type,
-            input=row.input,
-            phase=phase,
-            attempt=row.attempt,
-            due_at=row.due_at,
-            consumed=row.consumed,
-            held_locks=tuple(json.loads(row.held_locks)) if row.held_locks else (),
-        )
-        waiting = phase == Phase.WAITING and row.spec is not None
-        found.append((step, json.loads(row.spec) if waiting else None))
-    return found
+
+
+def _queued_step(row: Any, fence: int = 0) -> QueuedStep:
+    return QueuedStep(
+        id=row.id,
+        run_id=row.run_id,
+        flow_id=row.flow_id,
+        flow_type=row.flow_type,
+        step_type=row.step_type,
+        input=row.input,
+        phase=Phase(row.phase),
+        attempt=row.attempt,
+        due_at=row.due_at,
+        consumed=row.consumed,
+        fence=fence,
+        held_locks=tuple(json.loads(row.held_locks)) if row.held_locks else (),
+    )
 
 
 async def channel_page(

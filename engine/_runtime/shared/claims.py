@@ -22,6 +22,7 @@ from engine._runtime.activity import Activity
 from engine._runtime.ports import Database, TimerQueue
 from engine._runtime.shared.lease import ProcessLease, live_processes
 from engine._runtime.step_queue import MemoryStepQueue
+from engine._storage import reads
 from engine._storage import tables as t
 from engine._storage.records import Phase, QueuedStep, RunStatus, StepState
 from engine.clock import Clock, to_micros
@@ -31,50 +32,12 @@ log = logging.getLogger("dexlite.claims")
 CLAIMS = "Step claims"
 #: How many orphaned executions one poll takes at most.
 BATCH = 64
-_se, _r, _sw = t.step_executions, t.runs, t.step_waits
+_se, _r = t.step_executions, t.runs
 
 
 def _orphaned() -> Any:
     """Unclaimed, or claimed by a process that is no longer alive."""
     return or_(_se.c.claimed_by.is_(None), _se.c.claimed_by.not_in(live_processes()))
-
-
-def _details(conn: Connection, fences: dict[str, int]) -> list[QueuedStep]:
-    """Return the claimed executions ``fences`` names as QueuedSteps, oldest first."""
-    rows = conn.execute(
-        select(
-            _se.c.id,
-            _se.c.run_id,
-            _r.c.flow_id,
-            _r.c.flow_type,
-            _se.c.step_type,
-            _se.c.input,
-            _se.c.phase,
-            _se.c.attempt,
-            _se.c.due_at,
-            _sw.c.consumed,
-        )
-        .join(_r, _r.c.run_id == _se.c.run_id)
-        .outerjoin(_sw, _sw.c.step_id == _se.c.id)
-        .where(_se.c.id.in_(list(fences)))
-        .order_by(_se.c.created_at, _se.c.id)
-    ).all()
-    return [
-        QueuedStep(
-            id=row.id,
-            run_id=row.run_id,
-            flow_id=row.flow_id,
-            flow_type=row.flow_type,
-            step_type=row.step_type,
-            input=row.input,
-            phase=Phase(row.phase),
-            attempt=row.attempt,
-            due_at=row.due_at,
-            consumed=row.consumed,
-            fence=fences[row.id],
-        )
-        for row in rows
-    ]
 
 
 class SharedStepQueue(MemoryStepQueue):
@@ -164,7 +127,7 @@ class SharedStepQueue(MemoryStepQueue):
 
         def unit(conn: Connection) -> list[QueuedStep]:
             fences = {row.id: row.fence for row in conn.execute(claim)}
-            return _details(conn, fences) if fences else []
+            return reads.claimed_steps(conn, fences) if fences else []
 
         steps = await self._database.write(unit)
         for step in steps:
