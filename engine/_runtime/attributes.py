@@ -14,6 +14,7 @@ from engine._runtime.committer import Committer
 from engine._runtime.names import parse_key, parse_values
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots, shared_keys
+from engine._specs import FlowSpec
 from engine._storage import commits, reads
 from engine._storage.records import LoadPlan, StagedEffects
 from engine.clock import Clock, to_micros
@@ -70,11 +71,14 @@ class Attributes:
             raise FlowNotFoundError(
                 f"Flow {flow_id} was not found", flow_id=flow_id, operation="getAttributes"
             )
-        spec = self._registry.spec(snapshot.run.flow_type)
-        for name in wanted:
-            parse_key(spec, name, "name")
-        texts = await self._snapshots.texts(snapshot, shared_keys(spec, snapshot, plan))
-        if decoded:
+        spec: FlowSpec | None = None
+        if wanted or snapshot.run.flow_type in self._registry.flow_types:
+            spec = self._registry.spec(snapshot.run.flow_type)  # names need their Flow type
+            for name in wanted:
+                parse_key(spec, name, "name")
+        shared = [] if spec is None else shared_keys(spec, snapshot, plan)
+        texts = await self._snapshots.texts(snapshot, shared)
+        if decoded and spec is not None:  # a Flow type this engine no longer knows: JSON
             # Every value decodes with its definition before any is returned (the seed's Client).
             values = {
                 state_key(n, i): _codec.decode(spec.states[n].value_type, text)
