@@ -12,37 +12,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 import engine
+from app.problems import STATUS_BY_BASE, TITLES, type_uri
 
 log = logging.getLogger("dexlite.api")
 
 PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_SECONDS = 1
-
-# The status of an error is its base's; its code is the error's own, so an example may add a
-# leaf (a NotFoundError with its own code) that this module never names.
-STATUS_BY_BASE: list[tuple[type[engine.EngineError], int]] = [
-    (engine.InvalidArgumentError, 400),
-    (engine.NotFoundError, 404),
-    (engine.ConflictError, 409),
-    (engine.ResourceExhaustedError, 429),
-    (engine.RPCTimeoutError, 504),
-    (engine.RPCHandlerError, 500),
-    # Programming errors raised inside a handler reach the caller as a handler error.
-    (engine.ProgrammingError, 500),
-]
-
-TITLES = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    409: "Conflict",
-    413: "Payload Too Large",
-    422: "Unprocessable Content",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    504: "Gateway Timeout",
-}
 
 
 def status_and_code(error: engine.EngineError) -> tuple[int, str]:
@@ -58,7 +33,7 @@ def problem(
 ) -> JSONResponse:
     """Build an application/problem+json response."""
     body = {
-        "type": f"https://dexlite.dev/problems/{code.lower().replace('_', '-')}",
+        "type": type_uri(code),
         "title": TITLES.get(status, "Error"),
         "status": status,
         "detail": detail,
@@ -121,7 +96,12 @@ def install_error_handlers(app: FastAPI) -> None:
             404: "NOT_FOUND",
             405: "METHOD_NOT_ALLOWED",
             413: "PAYLOAD_TOO_LARGE",
+            503: "UNAVAILABLE",
         }.get(exc.status_code, "HTTP_ERROR")
+        if exc.status_code == 400 and exc.detail == _UNPARSEABLE_BODY:
+            # FastAPI answers a body json cannot even decode (not UTF-8, nested too deeply)
+            # with a bare 400, while a malformed one is 422: one rule for both.
+            return _invalid_json()
         headers = dict(exc.headers) if exc.headers else None
         if exc.status_code == 405:
             # Each method of a path is its own route, and the router names only the first
@@ -138,6 +118,20 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error")
         return problem(500, "INTERNAL", f"unexpected {type(exc).__name__}; this is a bug")
+
+
+# What FastAPI says when reading the body failed other than by a JSONDecodeError.
+_UNPARSEABLE_BODY = "There was an error parsing the body"
+_UNPARSEABLE_MESSAGE = "the body cannot be read as JSON (it is not UTF-8, or nests too deeply)"
+
+
+def _invalid_json() -> JSONResponse:
+    error = {
+        "location": "body",
+        "message": _UNPARSEABLE_MESSAGE,
+        "type": "json_invalid",
+    }
+    return problem(422, "VALIDATION_ERROR", f"body: {_UNPARSEABLE_MESSAGE}", errors=[error])
 
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")

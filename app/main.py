@@ -14,10 +14,11 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 import engine
+from app import problems
 from app.errors import install_error_handlers
-from app.middleware import PROTECTED_PREFIXES, BearerAuthMiddleware, BodyLimitMiddleware
+from app.middleware import BearerAuthMiddleware, BodyLimitMiddleware
+from app.openapi import install_openapi
 from app.routes import channels, flows, meta, search, state, streams
-from app.schemas import Problem
 from app.settings import Settings
 
 PLAYGROUND_DIR = Path(__file__).resolve().parent.parent / "playground"
@@ -119,6 +120,7 @@ def create_app(
     app.include_router(streams.router)
     app.include_router(search.router)
     app.include_router(meta.router)
+    app.include_router(problems.router)
     for router in routers:
         app.include_router(router)
 
@@ -131,29 +133,7 @@ def create_app(
             "/playground", StaticFiles(directory=PLAYGROUND_DIR, html=True), name="playground"
         )
 
-    # Documented once so every problem response can refer to it.
-    original_openapi = app.openapi
-
-    def openapi() -> dict[str, object]:
-        if app.openapi_schema is None:
-            schema = original_openapi()
-            schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = (
-                Problem.model_json_schema(by_alias=True)
-            )
-            unauthenticated = {
-                "description": "Bearer token missing or wrong (when DEXLITE_API_TOKEN is set)",
-                "content": {
-                    "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
-                },
-            }
-            for path, operations in schema.get("paths", {}).items():
-                if path.startswith(PROTECTED_PREFIXES):
-                    for operation in operations.values():
-                        operation.setdefault("responses", {}).setdefault("401", unauthenticated)
-            app.openapi_schema = schema
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
+    install_openapi(app)
 
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_bytes)
     if settings.api_token:

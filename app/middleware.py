@@ -8,7 +8,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import PROBLEM_JSON, TITLES
+from app.errors import PROBLEM_JSON
+from app.problems import TITLES, type_uri
 
 PROTECTED_PREFIXES = ("/api/", "/patterns/", "/primitives/")
 
@@ -22,7 +23,7 @@ async def _send_problem(
 ) -> None:
     body = json.dumps(
         {
-            "type": f"https://dexlite.dev/problems/{code.lower().replace('_', '-')}",
+            "type": type_uri(code),
             "title": TITLES.get(status, "Error"),
             "status": status,
             "detail": detail,

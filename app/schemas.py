@@ -3,14 +3,57 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 from pydantic.alias_generators import to_camel
+from typing_extensions import TypeAliasType
 
 import engine
 
 MAX_TIMEOUT_SECONDS = 10 * 365 * 24 * 3600
+
+_T = TypeVar("_T")
+#: A field of a strict model that takes its value in lax mode: an enum from its string value.
+Lax = Annotated[_T, Strict(False)]
+
+# Named object shapes, so the document (and the clients generated from it) give each a name
+# instead of one anonymous object per field.
+AttributeValues = TypeAliasType(
+    "AttributeValues",
+    Annotated[
+        dict[str, Any],
+        Field(
+            description='Attribute values by key: "name" for an Attribute, "map/instance" for '
+            "an AttributeMap instance; each value is JSON of the declared type."
+        ),
+    ],
+)
+IndexedAttributes = TypeAliasType(
+    "IndexedAttributes",
+    Annotated[
+        dict[str, Any],
+        Field(description="The run's searchable Attribute values by index key (e.g. keyword1)."),
+    ],
+)
+JsonSchema = TypeAliasType(
+    "JsonSchema",
+    Annotated[
+        dict[str, Any], Field(description="A JSON Schema (draft 2020-12) of a declared type.")
+    ],
+)
+HistoryEventDetails = TypeAliasType(
+    "HistoryEventDetails",
+    Annotated[
+        dict[str, Any],
+        Field(
+            description="What the event records, by eventType: stepType and "
+            "stepExecutionId for Step events, attempt, decision, errorType and errorMessage "
+            "on STEP_CLOSED, rpcName on RPC_COMMITTED, attributes (the keys written), "
+            "channel and messageId(s) for Channel events, flowId and runId for SubFlows."
+        ),
+    ],
+)
 
 
 class Wire(BaseModel):
@@ -20,31 +63,24 @@ class Wire(BaseModel):
 
 
 class Request(Wire):
-    """Base of request bodies: unknown fields are refused, so typos do not pass silently."""
+    """Base of request bodies: unknown fields are refused, so typos do not pass silently, and
+    values are strict, so what the schema says is what the server takes (``true`` is not an
+    integer, ``"7"`` not a number). Enum fields say ``Lax``: JSON carries their values as
+    strings, which FastAPI's Python-mode validation would otherwise refuse."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class Problem(Wire):
-    """An error (application/problem+json)."""
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    code: str = Field(description="Stable error code, e.g. RPC_LOCK_CONFLICT.")
-    field: str | None = None
-    errors: list[dict[str, Any]] | None = None
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True
+    )
 
 
 class StartFlowOptionsBody(Request):
     """Options of a Flow start."""
 
-    initial_attributes: dict[str, Any] = Field(
+    initial_attributes: AttributeValues = Field(
         default_factory=dict,
         description='Values committed with the start: {"name": v} or {"map/instance": v}.',
     )
-    id_reuse_policy: engine.IdReusePolicy = engine.IdReusePolicy.ALLOW_DUPLICATE
+    id_reuse_policy: Lax[engine.IdReusePolicy] = engine.IdReusePolicy.ALLOW_DUPLICATE
     timeout_seconds: float | None = Field(
         None, gt=0, le=MAX_TIMEOUT_SECONDS, description="Durable Flow timeout (at most 10 years)."
     )
@@ -77,10 +113,10 @@ class FlowInfoResponse(Wire):
     flow_id: str
     run_id: str
     flow_type: str
-    status: str
+    status: engine.RunStatus
     started_at: datetime
     closed_at: datetime | None
-    indexed_attributes: dict[str, Any]
+    indexed_attributes: IndexedAttributes
     parent_flow_id: str | None = Field(
         description="The Flow ID of the parent whose Step started this run as a SubFlow; "
         "null unless the run is a SubFlow"
@@ -96,7 +132,7 @@ class FlowInfoResponse(Wire):
             flow_id=info.flow_id,
             run_id=info.run_id,
             flow_type=info.flow_type,
-            status=info.status,
+            status=engine.RunStatus(info.status),
             started_at=info.started_at,
             closed_at=info.closed_at,
             indexed_attributes=info.indexed_attributes,
@@ -118,7 +154,7 @@ class FlowResultResponse(Wire):
 
     flow_id: str
     run_id: str
-    status: str
+    status: engine.RunStatus
     completions: list[CompletionResponse]
     error_type: str | None
     error_message: str | None
@@ -127,7 +163,7 @@ class FlowResultResponse(Wire):
 class StopFlowBody(Request):
     """How to stop a run."""
 
-    type: engine.StopType = engine.StopType.CANCEL
+    type: Lax[engine.StopType] = engine.StopType.CANCEL
     reason: str | None = Field(None, max_length=4096)
 
 
@@ -165,14 +201,14 @@ class AttributesResponse(Wire):
 
     flow_id: str
     run_id: str
-    values: dict[str, Any]
+    values: AttributeValues
 
 
 class SetAttributesBody(Request):
     """Write Attributes (null deletes)."""
 
     run_id: str | None = Field(None, min_length=1, max_length=256)
-    values: dict[str, Any]
+    values: AttributeValues
 
 
 class SetAttributesResponse(Wire):
@@ -186,9 +222,9 @@ class HistoryEventResponse(Wire):
     """One history event."""
 
     event_id: int
-    event_type: str
+    event_type: engine.HistoryEventType
     at: datetime
-    details: dict[str, Any]
+    details: HistoryEventDetails
 
 
 class HistoryResponse(Wire):
@@ -204,7 +240,7 @@ class StepTypeInfo(Wire):
     """A Step type: its input schema, whether it waits, and the locks of each phase."""
 
     step_type: str
-    input_schema: dict[str, Any]
+    input_schema: JsonSchema
     has_wait_for: bool
     wait_for_locks: list[str]
     execute_locks: list[str]
@@ -214,8 +250,8 @@ class RPCInfo(Wire):
     """An RPC: its input and output JSON schemas, locks, transactionality and timeout."""
 
     name: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any]
+    input_schema: JsonSchema
+    output_schema: JsonSchema
     lock_attributes: list[str]
     is_transactional: bool
     timeout_seconds: float
@@ -224,7 +260,7 @@ class RPCInfo(Wire):
 class IndexInfo(Wire):
     """How an Attribute is searchable: its index type and key."""
 
-    type: str
+    type: engine.IndexType
     key: str | None
 
 
@@ -233,7 +269,7 @@ class AttributeInfo(Wire):
 
     name: str
     kind: Literal["Attribute", "AttributeMap"]
-    value_schema: dict[str, Any] = Field(alias="schema")
+    value_schema: JsonSchema = Field(alias="schema")
     hard_delete_on_null: bool
     index: IndexInfo | None
 
@@ -242,7 +278,7 @@ class StreamInfo(Wire):
     """A Stream with its value schema and declared capacity (null: the server's default)."""
 
     name: str
-    value_schema: dict[str, Any] = Field(alias="schema")
+    value_schema: JsonSchema = Field(alias="schema")
     stream_capacity_bytes: int | None
 
 
@@ -251,7 +287,7 @@ class FlowTypeInfo(Wire):
 
     flow_type: str
     start_step: str | None
-    input_schema: dict[str, Any]
+    input_schema: JsonSchema
     steps: list[StepTypeInfo]
     rpcs: list[RPCInfo]
     attributes: list[AttributeInfo]
@@ -396,7 +432,7 @@ class AttributeMatchBody(Request):
         max_length=256,
         description="The AttributeMap instance; omit for an Attribute.",
     )
-    operator: engine.MatchOperator = Field(
+    operator: Lax[engine.MatchOperator] = Field(
         engine.MatchOperator.EQ,
         description="EQ and NE for every scalar type; GT, GE, LT and LE "
         "for int and double values only.",

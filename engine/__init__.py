@@ -1,5 +1,6 @@
 """dexlite's durable flow engine and its Python authoring API."""
 
+from engine._storage.records import HistoryEventType, RunStatus
 from engine.attribute import (
     Attribute,
     AttributeIndex,
@@ -135,6 +136,7 @@ __all__ = [
     "FlowTypeNotFoundError",
     "Heartbeat",
     "HistoryEvent",
+    "HistoryEventType",
     "HistoryPage",
     "IdReusePolicy",
     "IndexDescription",
@@ -157,6 +159,7 @@ __all__ = [
     "Registry",
     "ResourceExhaustedError",
     "RetryPolicy",
+    "RunStatus",
     "SearchPage",
     "StartFlowOptions",
     "StartFlowResult",

@@ -81,7 +81,8 @@ def validate(value_type: Any, value: Any, *, what: str, strict: bool) -> Any:
     """Validate ``value`` against ``value_type`` or raise InvalidArgumentError naming ``what``.
 
     ``strict`` is used for Python values written by handlers (``True`` stays a bool, ``1`` is not
-    a bool); values arriving as JSON are checked in lax mode so ISO strings become datetimes.
+    a bool); otherwise (values a handler returns for the engine to pass on) pydantic's lax mode
+    may convert, so a dict becomes the declared model.
     """
     if value_type is Any or value_type is object:
         return value
@@ -96,12 +97,38 @@ def validate(value_type: Any, value: Any, *, what: str, strict: bool) -> Any:
                 raise
         return adapter_for(value_type).validate_python(from_jsonable(value))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        suffix = f" at {where}" if where else ""
-        raise InvalidArgumentError(
-            f"{what}: {first.get('msg', 'invalid value')}{suffix}", field=what
-        ) from None
+        raise _invalid(what, exc) from None
+
+
+def validate_client_value(value_type: Any, value: Any, *, what: str) -> Any:
+    """Validate a value a client sent (a Flow or RPC input, an Attribute, a message) strictly.
+
+    What the declared type's JSON Schema allows is what passes: ``true`` is not an integer and
+    ``"7"`` is not a number, yet an ISO string is a datetime and a string an enum member, as
+    in JSON. A Python value already of the declared type passes the first, cheap check; others
+    are checked as the JSON they are. (A type that can hold bytes, which JSON carries as a
+    marker object, keeps the lax check.)
+    """
+    if value_type is Any or value_type is object:
+        return value
+    adapter = adapter_for(value_type)
+    try:
+        try:
+            return adapter.validate_python(value, strict=True)
+        except ValidationError:
+            if not _has_no_bytes(value_type):
+                return adapter.validate_python(from_jsonable(value))
+            text = json.dumps(to_jsonable(value), separators=(",", ":"), allow_nan=False)
+            return adapter.validate_json(text, strict=True)
+    except ValidationError as exc:
+        raise _invalid(what, exc) from None
+
+
+def _invalid(what: str, exc: ValidationError) -> InvalidArgumentError:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    suffix = f" at {where}" if where else ""
+    return InvalidArgumentError(f"{what}: {first.get('msg', 'invalid value')}{suffix}", field=what)
 
 
 _LONG_DIGITS = re.compile(r"[0-9]{19,}")

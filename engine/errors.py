@@ -181,7 +181,7 @@ class ResourceExhaustedError(EngineError):
 
 
 class RPCHandlerError(EngineError):
-    """The RPC handler raised; ``error_type`` names the exception class."""
+    """The RPC handler raised; ``error_type`` (``errorType`` on the wire) names its class."""
 
     code = "RPC_HANDLER_ERROR"
 

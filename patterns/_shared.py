@@ -20,7 +20,9 @@ FlowIdQuery = Annotated[
 ]
 """The ``flowId`` query parameter naming the target Flow; each route supplies its default."""
 
-PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
+PROBLEM: dict[str, Any] = {
+    "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+}
 """Spread into a ``responses`` entry whose body is an ``application/problem+json`` document."""
 
 
@@ -31,9 +33,10 @@ class Wire(BaseModel):
 
 
 class RequestBody(Wire):
-    """Base of the examples' request bodies, which reject unknown fields."""
+    """Base of the examples' request bodies, which reject unknown fields and take values
+    strictly (``true`` is not an integer, ``"7"`` not a number), as their schema says."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class StartResponse(Wire):

@@ -17,7 +17,7 @@ from app.schemas import (
     PublishResponse,
 )
 
-router = APIRouter(prefix="/api/v1/flows", tags=["Channels"])
+router = APIRouter(prefix="/api/v1/flows", tags=["channels"])
 
 InstanceQuery = Annotated[
     str | None,

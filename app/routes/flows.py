@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Body, Query, Response, status
 
 import engine
 from app.deps import EngineDep, PageSizeQuery, PageTokenQuery, RunIdQuery
@@ -22,7 +22,7 @@ from app.schemas import (
     StopFlowResponse,
 )
 
-router = APIRouter(prefix="/api/v1/flows", tags=["Flows"])
+router = APIRouter(prefix="/api/v1/flows", tags=["flows"])
 
 
 @router.post(
@@ -109,11 +109,10 @@ async def wait_for_flow(
 async def stop_flow(
     flowId: str,  # noqa: N803
     eng: EngineDep,
-    body: StopFlowBody | None = None,
+    body: Annotated[StopFlowBody, Body(default_factory=StopFlowBody)],
     run_id: RunIdQuery = None,
 ) -> StopFlowResponse:
     """Stop the active run: CANCEL, TERMINATE or FAIL."""
-    body = body or StopFlowBody()
     stopped = await eng.stop_flow(flowId, body.type, body.reason, run_id)
     return StopFlowResponse(flow_id=flowId, run_id=stopped)
 

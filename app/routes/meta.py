@@ -14,14 +14,14 @@ router = APIRouter()
     "/api/v1/flow-types",
     operation_id="listFlowTypes",
     response_model=FlowTypesResponse,
-    tags=["Flows"],
+    tags=["flows"],
 )
 async def list_flow_types(eng: EngineDep) -> FlowTypesResponse:
     """List the registered Flow types with their Steps, RPCs, Attributes and indexes."""
     return FlowTypesResponse(flow_types=[FlowTypeInfo.of(d) for d in eng.list_flow_types()])
 
 
-@router.get("/healthz", operation_id="health", response_model=HealthResponse, tags=["Health"])
+@router.get("/healthz", operation_id="health", response_model=HealthResponse, tags=["health"])
 async def health() -> HealthResponse:
     """Report that the process is alive."""
     return HealthResponse(status="ok")
@@ -31,7 +31,7 @@ async def health() -> HealthResponse:
     "/readyz",
     operation_id="ready",
     response_model=HealthResponse,
-    tags=["Health"],
+    tags=["health"],
     responses={503: {"description": "The engine is not started"}},
 )
 async def ready(request: Request) -> HealthResponse:

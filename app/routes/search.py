@@ -15,7 +15,7 @@ from app.schemas import (
     SearchFlowsResponse,
 )
 
-router = APIRouter(prefix="/api/v1/flows", tags=["Search"])
+router = APIRouter(prefix="/api/v1/flows", tags=["search"])
 
 
 @router.get(

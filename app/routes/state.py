@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Body, Query
 
 import engine
 from app.deps import EngineDep
@@ -18,7 +18,7 @@ from app.schemas import (
 )
 from engine import AttributeLock, AttributeMapLoad, ChannelMapLoad
 
-router = APIRouter(prefix="/api/v1/flows", tags=["RPCs and Attributes"])
+router = APIRouter(prefix="/api/v1/flows", tags=["rpcs-and-attributes"])
 
 
 def _split(entries: list[str], what: str) -> list[tuple[str, str]]:
@@ -47,10 +47,9 @@ async def invoke_rpc(
     flowId: str,  # noqa: N803
     rpcName: str,  # noqa: N803
     eng: EngineDep,
-    body: InvokeRpcBody | None = None,
+    body: Annotated[InvokeRpcBody, Body(default_factory=InvokeRpcBody)],
 ) -> InvokeRpcResponse:
     """Invoke an RPC of the Flow's current run (or the given run)."""
-    body = body or InvokeRpcBody()
     opts = body.options
     options = engine.RPCInvokeOptions(
         load_attribute_map_instances=tuple(

@@ -24,7 +24,7 @@ from app.schemas import (
     WriteStreamResponse,
 )
 
-router = APIRouter(prefix="/api/v1/streams", tags=["Streams"])
+router = APIRouter(prefix="/api/v1/streams", tags=["streams"])
 
 STREAM_PATH = "/{flowType}/{flowId}/{stream}"
 #: The longest one readStream call of the events endpoint waits before looping.

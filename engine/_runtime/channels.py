@@ -114,7 +114,7 @@ class ChannelCalls:
         check_id(flow_id, "flowId")
         run = await self._run(flow_id, None, "publishToChannel", active=True)
         declared, key = self._queue(self._registry.spec(run.flow_type), channel, instance)
-        value = _codec.validate(declared.value_type, value, what="value", strict=False)
+        value = _codec.validate_client_value(declared.value_type, value, what="value")
         publication = ChannelPublication(*key, _codec.encode(value, declared.value_type))
         result = await self._committer.commit(
             commits.publish_message(

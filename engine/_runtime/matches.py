@@ -181,7 +181,7 @@ class AttributeMatches:
         # EQ and NE compare with the value read as the Attribute's type.
         loose = op in _ORDERED or state.value_type in _LOOSE_TYPES
         target = (
-            value if loose else _codec.validate(state.value_type, value, what="value", strict=False)
+            value if loose else _codec.validate_client_value(state.value_type, value, what="value")
         )
         key = (name, instance or "")
         waiter = _Waiter(

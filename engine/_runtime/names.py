@@ -51,7 +51,7 @@ def parse_values(
     for key, raw in values.items():
         state, instance = parse_key(spec, key, what)
         if raw is not None:
-            raw = _codec.validate(state.value_type, raw, what=f"{what}.{key}", strict=False)
+            raw = _codec.validate_client_value(state.value_type, raw, what=f"{what}.{key}")
             _codec.to_jsonable(raw)
         parsed[(state.name, instance)] = raw
     return parsed

@@ -253,8 +253,8 @@ class RPCExecutor:
                     f"RPC {definition.name} takes a null input", field="input"
                 )
             return None
-        return _codec.validate(
-            definition.input_type, input, what=f"input of RPC {definition.name}", strict=False
+        return _codec.validate_client_value(
+            definition.input_type, input, what=f"input of RPC {definition.name}"
         )
 
     async def _run_handler(

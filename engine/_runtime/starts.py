@@ -138,7 +138,7 @@ class Starter:
                 )
             value = None
         else:
-            value = _codec.validate(spec.input_type, input, what="input", strict=False)
+            value = _codec.validate_client_value(spec.input_type, input, what="input")
         now = to_micros(self._clock.now())
         timeout_at = None
         if options.timeout is not None:

@@ -23,6 +23,7 @@ from engine._storage.records import (
     CommitResult,
     EnterExecute,
     EnterWait,
+    HistoryEventType,
     QueuedStep,
     RunChange,
     RunClose,
@@ -93,7 +94,7 @@ def commit_rpc(
             "canceledSteps": [execution_id(i) for i in changes[0].ended_step_ids],
             "nextSteps": [s.step_type for s in effects.next_steps],
         }
-        rows.add_history(conn, run_id, [("RPC_COMMITTED", event)], now)
+        rows.add_history(conn, run_id, [(HistoryEventType.RPC_COMMITTED, event)], now)
         return CommitResult(tuple(changes))
 
     return unit
@@ -130,7 +131,7 @@ def retry_step(
             "errorMessage": error_message,
             "retryAt": step.due_at,
         }
-        rows.add_history(conn, run.run_id, [("STEP_ATTEMPT_FAILED", event)], now)
+        rows.add_history(conn, run.run_id, [(HistoryEventType.STEP_ATTEMPT_FAILED, event)], now)
         return CommitResult(
             (RunChange(run.flow_id, run.flow_type, run.run_id, queued_steps=(step,)),)
         )
@@ -186,7 +187,7 @@ def set_attributes(
             )
         changes = apply_effects(conn, run, effects, now)
         event = {"attributes": rows.written_keys(effects.writes), "erase": closed_erase}
-        rows.add_history(conn, run_id, [("ATTRIBUTES_SET", event)], now)
+        rows.add_history(conn, run_id, [(HistoryEventType.ATTRIBUTES_SET, event)], now)
         return CommitResult(tuple(changes))
 
     return unit

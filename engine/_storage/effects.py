@@ -21,6 +21,7 @@ from engine._storage.records import (
     ChannelPublication,
     EnterExecute,
     EnterWait,
+    HistoryEventType,
     Phase,
     QueuedStep,
     RunChange,
@@ -81,7 +82,7 @@ def apply_effects(
             "dueAt": decision.step.due_at,
             "attributes": rows.written_keys(effects.writes),
         }
-        rows.add_history(conn, run.run_id, [("STEP_WAITING", event)], now)
+        rows.add_history(conn, run.run_id, [(HistoryEventType.STEP_WAITING, event)], now)
     elif isinstance(decision, EnterWait):
         rows.requeue_step(conn, decision.step)
         event = {
@@ -91,7 +92,7 @@ def apply_effects(
             "channels": sorted(state_key(*queue) for queue in waits.queues(decision.spec)),
             "attributes": rows.written_keys(effects.writes),
         }
-        rows.add_history(conn, run.run_id, [("STEP_WAITING", event)], now)
+        rows.add_history(conn, run.run_id, [(HistoryEventType.STEP_WAITING, event)], now)
         others.extend(_start_subflows(conn, run, decision, now))
         channels.start_wait(conn, decision.step, json.dumps(decision.spec, separators=(",", ":")))
         # Messages already pending (or children already closed) may meet the wait at once:
@@ -179,7 +180,7 @@ def complete_if_met(
                 "runId": node["runId"],
                 "status": str(states[node["runId"]]),
             }
-            events.append(("SUBFLOW_CLOSED", event))
+            events.append((HistoryEventType.SUBFLOW_CLOSED, event))
     counts = channels.queue_sizes(conn, run.run_id, waits.queues(spec))
     taken = waits.plan(spec, counts, closed, now)
     if taken is None:
@@ -198,7 +199,7 @@ def complete_if_met(
             "channel": key,
             "messageIds": [message_id for message_id, _ in messages],
         }
-        events.append(("CHANNEL_CONSUMED", event))
+        events.append((HistoryEventType.CHANNEL_CONSUMED, event))
     children = subflows.results(conn, [n["runId"] for n in nodes if n.get("runId")])
     results = {str(n["subflow"]): children.get(n.get("runId", ""), _unstarted(n)) for n in nodes}
     text = json.dumps({"channels": consumed, "subflows": results}, separators=(",", ":"))
@@ -252,7 +253,7 @@ def _close_step(
         "canceledSteps": [execution_id(i) for i in canceled],
         "attributes": rows.written_keys(effects.writes),
     }
-    rows.add_history(conn, run.run_id, [("STEP_CLOSED", event)], now)
+    rows.add_history(conn, run.run_id, [(HistoryEventType.STEP_CLOSED, event)], now)
     closed: RunStatus | None = None
     if decision.kind == OutcomeKind.FORCE_COMPLETE:
         closed = RunStatus.COMPLETED
@@ -294,7 +295,7 @@ def _delete_channel_messages(
 ) -> None:
     """Delete the messages still pending; a missing one is a no-op (checked before if strict)."""
     events = [
-        ("CHANNEL_MESSAGE_DELETED", {"channel": key, "messageId": d.message_id})
+        (HistoryEventType.CHANNEL_MESSAGE_DELETED, {"channel": key, "messageId": d.message_id})
         for d in deletions
         if channels.delete_message(conn, run.run_id, d.channel, d.instance, d.message_id)
         for key in (state_key(d.channel, d.instance),)
@@ -312,7 +313,10 @@ def _publish_channel_messages(
     messages = [(p.channel, p.instance, new_ordered_id(), p.value) for p in publications]
     channels.insert_messages(conn, run.run_id, messages, now)
     events = [
-        ("CHANNEL_PUBLISHED", {"channel": state_key(channel, instance), "messageId": message_id})
+        (
+            HistoryEventType.CHANNEL_PUBLISHED,
+            {"channel": state_key(channel, instance), "messageId": message_id},
+        )
         for channel, instance, message_id, _value in messages
     ]
     rows.add_history(conn, run.run_id, events, now)

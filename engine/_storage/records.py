@@ -28,6 +28,24 @@ class RunStatus(enum.StrEnum):
     TIMED_OUT = "TIMED_OUT"
 
 
+class HistoryEventType(enum.StrEnum):
+    """What a history event records; its details say which Step, message or child."""
+
+    FLOW_STARTED = "FLOW_STARTED"
+    FLOW_CLOSED = "FLOW_CLOSED"
+    STEP_WAITING = "STEP_WAITING"
+    STEP_ATTEMPT_FAILED = "STEP_ATTEMPT_FAILED"
+    STEP_CLOSED = "STEP_CLOSED"
+    RPC_COMMITTED = "RPC_COMMITTED"
+    ATTRIBUTES_SET = "ATTRIBUTES_SET"
+    CHANNEL_PUBLISHED = "CHANNEL_PUBLISHED"
+    CHANNEL_CONSUMED = "CHANNEL_CONSUMED"
+    CHANNEL_MESSAGE_DELETED = "CHANNEL_MESSAGE_DELETED"
+    SUBFLOW_STARTED = "SUBFLOW_STARTED"
+    SUBFLOW_ATTACHED = "SUBFLOW_ATTACHED"
+    SUBFLOW_CLOSED = "SUBFLOW_CLOSED"
+
+
 class StepState(enum.StrEnum):
     """The state of a Step execution; PENDING is active (ready, or due at ``due_at``)."""
 

@@ -18,6 +18,7 @@ from engine._storage import tables as t
 from engine._storage.indexes import apply_index_writes
 from engine._storage.records import (
     AttributeWrite,
+    HistoryEventType,
     QueuedStep,
     RunStatus,
     StartRequest,
@@ -484,7 +485,7 @@ def close_run(
         run_id,
         [
             (
-                "FLOW_CLOSED",
+                HistoryEventType.FLOW_CLOSED,
                 {"status": status, "errorType": error_type, "errorMessage": error_message},
             )
         ],

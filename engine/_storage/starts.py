@@ -12,6 +12,7 @@ from sqlalchemy import Connection
 
 from engine._storage import rows, subflows
 from engine._storage.records import (
+    HistoryEventType,
     QueuedStep,
     RunChange,
     RunStatus,
@@ -25,7 +26,7 @@ from engine.options import IdReusePolicy
 from engine.subflow import SubFlowReusePolicy
 
 #: How a SubFlow start met its child: a new run, or an existing run it attached to.
-STARTED, ATTACHED = "SUBFLOW_STARTED", "SUBFLOW_ATTACHED"
+STARTED, ATTACHED = HistoryEventType.SUBFLOW_STARTED, HistoryEventType.SUBFLOW_ATTACHED
 
 
 def insert_run(
@@ -64,7 +65,7 @@ def insert_run(
             "requestId": request.request_id,
             "initialAttributes": rows.written_keys(request.writes),
         }
-        rows.add_history(conn, request.run_id, [("FLOW_STARTED", event)], now)
+        rows.add_history(conn, request.run_id, [(HistoryEventType.FLOW_STARTED, event)], now)
         changes.append(
             RunChange(
                 flow_id=request.flow_id,

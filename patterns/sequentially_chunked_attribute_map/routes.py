@@ -39,7 +39,7 @@ MAX_BACKOFF_SECONDS = 0.1
 
 router = APIRouter(
     prefix="/patterns/sequentially-chunked-attribute-map",
-    tags=["Pattern: Sequentially Chunked AttributeMap"],
+    tags=["pattern-sequentially-chunked-attribute-map"],
 )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Request, Response, status
 from pydantic import Field
 
 from engine import StartFlowOptions
@@ -31,7 +33,7 @@ DEFAULT_MODEL_API_KEY = "sk-demo-not-a-real-key"
 FLOW = AttributeFlow()
 PAYMENT_KEY = f"{FLOW.progress.name}/{PAYMENT}"
 
-router = APIRouter(prefix="/primitives/attribute", tags=["Primitive: Attribute"])
+router = APIRouter(prefix="/primitives/attribute", tags=["primitive-attribute"])
 
 
 class AttributeStartBody(RequestBody):
@@ -83,7 +85,7 @@ class AttributeStateResponse(Wire):
 async def start(
     request: Request,
     response: Response,
-    body: AttributeStartBody | None = None,
+    body: Annotated[AttributeStartBody, Body(default_factory=AttributeStartBody)],
     flow_id: FlowIdQuery = DEFAULT_FLOW_ID,
 ) -> AttributeStartResponse:
     """Start an AttributeFlow with status `pending` and a model API key; 200 if running.
@@ -91,7 +93,7 @@ async def start(
     The initial Attributes commit with the start. As the seed says for hard-delete Attributes,
     a start that finds the Flow running still overwrites its stored key (null erases it).
     """
-    given = body or AttributeStartBody()
+    given = body
     payload = AttributeInput(note=given.note, wait_seconds=given.wait_seconds)
     options = StartFlowOptions(
         initial_attributes={

@@ -10,11 +10,11 @@ caller's message from a concurrent caller's with the same value.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Request, Response, status
-from pydantic import Field
+from fastapi import APIRouter, Body, Request, Response, status
+from pydantic import Field, Strict
 
 from engine import StartFlowOptions
 from patterns._shared import (
@@ -38,7 +38,7 @@ DEFAULT_MESSAGE = "hello"
 # A declaration used to name the RPCs, the Channels and the Attribute; it does no I/O.
 FLOW = ChannelFlow()
 
-router = APIRouter(prefix="/primitives/channel", tags=["Primitive: Channel"])
+router = APIRouter(prefix="/primitives/channel", tags=["primitive-channel"])
 
 _NOT_ACTIVE: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such Flow, or it has closed", **PROBLEM}
@@ -65,7 +65,8 @@ class QueueMessageResponse(Wire):
 class MoveMessageBody(RequestBody):
     """The ID of the queued message to move, as the queue route or listing returned it."""
 
-    message_id: UUID
+    # JSON carries the ID as a string, which strict Python-mode validation would refuse.
+    message_id: Annotated[UUID, Strict(False)]
 
 
 class MoveMessageResponse(Wire):
@@ -150,7 +151,9 @@ async def start(
     },
 )
 async def queue(
-    request: Request, body: QueueMessageBody | None = None, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
+    request: Request,
+    body: Annotated[QueueMessageBody, Body(default_factory=QueueMessageBody)],
+    flow_id: FlowIdQuery = DEFAULT_FLOW_ID,
 ) -> QueueMessageResponse:
     """Publish a message to queued-messages and return its ID.
 
@@ -158,7 +161,7 @@ async def queue(
     RPC could not: its publication gets an ID only when its result commits). Nothing waits on
     this Channel, so the message stays pending until it is moved or deleted.
     """
-    value = (body or QueueMessageBody()).value
+    value = body.value
     message_id = await engine_of(request).publish_to_channel(flow_id, FLOW.queued_messages, value)
     return QueueMessageResponse(message_id=message_id, value=value)
 

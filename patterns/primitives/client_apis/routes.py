@@ -32,7 +32,7 @@ MAX_WAIT_SECONDS = 60.0
 FLOW = ShipmentFlow()
 FLOW_TYPE = ShipmentFlow.flow_type()
 
-router = APIRouter(prefix="/primitives/client-apis", tags=["Primitive: client APIs"])
+router = APIRouter(prefix="/primitives/client-apis", tags=["primitive-client-apis"])
 
 
 class ShipmentStartResponse(StartResponse):

@@ -7,9 +7,9 @@ Chunked AttributeMap pattern shows a route that retries with backoff instead.)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Body, Request, Response, status
 from pydantic import Field
 
 from engine import StartFlowOptions
@@ -33,7 +33,7 @@ DEFAULT_FLOW_ID = "primitive-rpc"
 # A declaration used to name the RPCs and the Attribute; it does no I/O.
 FLOW = CounterFlow()
 
-router = APIRouter(prefix="/primitives/rpc", tags=["Primitive: RPC"])
+router = APIRouter(prefix="/primitives/rpc", tags=["primitive-rpc"])
 
 _NOT_ACTIVE: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such Flow, or it has closed", **PROBLEM}
@@ -102,7 +102,9 @@ async def start(
     },
 )
 async def increment(
-    request: Request, body: IncrementBody | None = None, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
+    request: Request,
+    body: Annotated[IncrementBody, Body(default_factory=IncrementBody)],
+    flow_id: FlowIdQuery = DEFAULT_FLOW_ID,
 ) -> CounterResponse:
     """Invoke increment, a read-modify-write under the `counter` lock; return the new value.
 
@@ -110,7 +112,7 @@ async def increment(
     answers 409 RPC_LOCK_CONFLICT with Retry-After at once. Retrying is safe, and successful
     increments serialize through the lock, so none is lost.
     """
-    by = (body or IncrementBody()).by
+    by = body.by
     value = await engine_of(request).invoke_rpc(FLOW.increment, flow_id, by)
     return CounterResponse(counter=value)
 
@@ -122,14 +124,16 @@ async def increment(
     responses=_NOT_ACTIVE,
 )
 async def hold(
-    request: Request, body: HoldBody | None = None, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
+    request: Request,
+    body: Annotated[HoldBody, Body(default_factory=HoldBody)],
+    flow_id: FlowIdQuery = DEFAULT_FLOW_ID,
 ) -> HoldResponse:
     """Start a HoldCounterLock Step that keeps the `counter` lock for `seconds`.
 
     The Step writes to the `counter-lock` Stream when it has the lock and when it lets go;
     increments in between get 409. Several holds queue one behind the other.
     """
-    seconds = (body or HoldBody()).seconds
+    seconds = body.seconds
     held = await engine_of(request).invoke_rpc(FLOW.hold_counter_lock, flow_id, seconds)
     return HoldResponse(seconds=held)
 

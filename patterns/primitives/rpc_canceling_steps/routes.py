@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Request, Response, status
 from pydantic import Field
 
 from engine import FlowNotFoundError, StartFlowOptions
@@ -30,9 +32,7 @@ DEFAULT_FLOW_ID = "primitive-rpc-canceling-steps"
 # A declaration used to name the RPC and the Attributes; it does no I/O.
 FLOW = ReportFlow()
 
-router = APIRouter(
-    prefix="/primitives/rpc-canceling-steps", tags=["Primitive: RPC canceling Steps"]
-)
+router = APIRouter(prefix="/primitives/rpc-canceling-steps", tags=["primitive-rpc-canceling-steps"])
 
 
 class ReportStartBody(RequestBody):
@@ -73,11 +73,11 @@ class ReportStatusResponse(Wire):
 async def start(
     request: Request,
     response: Response,
-    body: ReportStartBody | None = None,
+    body: Annotated[ReportStartBody, Body(default_factory=ReportStartBody)],
     flow_id: FlowIdQuery = DEFAULT_FLOW_ID,
 ) -> ReportStartResponse:
     """Start a ReportFlow with its report status `generating`; 200 if it is already running."""
-    given = body or ReportStartBody()
+    given = body
     payload = ReportInput(
         sections=given.sections,
         section_seconds=given.section_seconds,

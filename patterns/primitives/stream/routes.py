@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
 from pydantic import Field
 
 from patterns._shared import (
@@ -35,7 +35,7 @@ DEFAULT_FLOW_ID = "primitive-stream"
 # A declaration used to name the Stream; it does no I/O.
 FLOW = ProgressFlow()
 
-router = APIRouter(prefix="/primitives/stream", tags=["Primitive: Stream"])
+router = APIRouter(prefix="/primitives/stream", tags=["primitive-stream"])
 
 
 class ProgressStartBody(RequestBody):
@@ -75,7 +75,7 @@ class ProgressMessagesResponse(Wire):
 async def start(
     request: Request,
     response: Response,
-    body: ProgressStartBody | None = None,
+    body: Annotated[ProgressStartBody, Body(default_factory=ProgressStartBody)],
     flow_id: FlowIdQuery = DEFAULT_FLOW_ID,
 ) -> ProgressStartResponse:
     """Start a ProgressFlow that writes one Stream message per section; 200 if already running.
@@ -83,7 +83,7 @@ async def start(
     A Flow ID whose last run has closed starts a new run; its messages follow the earlier
     run's on the same Stream.
     """
-    given = body or ProgressStartBody()
+    given = body
     payload = ProgressInput(sections=given.sections, delay_seconds=given.delay_seconds)
     return await start_or_report_running(
         request, response, ProgressStartResponse, ProgressFlow, flow_id, payload

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
 from pydantic import Field, ValidationInfo, field_validator
 
 from engine import Engine, FlowInfo, FlowNotFoundError, FlowResult
@@ -40,7 +40,7 @@ MAX_WAIT_SECONDS = 60.0
 # One parent run has at most MAX_CHILDREN children; one page holds them all.
 SEARCH_PAGE_SIZE = 1000
 
-router = APIRouter(prefix="/primitives/subflow", tags=["Primitive: SubFlow"])
+router = APIRouter(prefix="/primitives/subflow", tags=["primitive-subflow"])
 
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {
@@ -160,7 +160,7 @@ class SubFlowChildrenResponse(Wire):
 async def start(
     request: Request,
     response: Response,
-    body: SubFlowStartBody | None = None,
+    body: Annotated[SubFlowStartBody, Body(default_factory=SubFlowStartBody)],
     flow_id: FlowIdQuery = DEFAULT_FLOW_ID,
 ) -> SubFlowStartResponse:
     """Start a FanOutFlow that runs `children` SquareFlow SubFlows; 200 if it is running.
@@ -169,7 +169,7 @@ async def start(
     commit that begins the wait, as `SubFlow:<flowId>-FanOut-1-<index>`. Child `index` squares
     `index + 1`; the one at `failIndex` fails instead.
     """
-    given = body or SubFlowStartBody()
+    given = body
     payload = FanOutInput(children=given.children, fail_index=given.fail_index)
     return await start_or_report_running(
         request, response, SubFlowStartResponse, FanOutFlow, flow_id, payload

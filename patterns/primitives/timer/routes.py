@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Body, Request, Response, status
 from pydantic import Field
 
 from engine import FlowNotFoundError
@@ -21,7 +22,7 @@ from patterns.primitives.timer.flow import DEFAULT_SECONDS, MAX_SECONDS, TimerFl
 
 DEFAULT_FLOW_ID = "primitive-timer"
 
-router = APIRouter(prefix="/primitives/timer", tags=["Primitive: Timer"])
+router = APIRouter(prefix="/primitives/timer", tags=["primitive-timer"])
 
 
 class TimerStartBody(RequestBody):
@@ -54,11 +55,11 @@ class TimerStatusResponse(Wire):
 async def start(
     request: Request,
     response: Response,
-    body: TimerStartBody | None = None,
+    body: Annotated[TimerStartBody, Body(default_factory=TimerStartBody)],
     flow_id: FlowIdQuery = DEFAULT_FLOW_ID,
 ) -> TimerStartResponse:
     """Start a TimerFlow that waits `seconds` on a Timer, then completes; 200 if running."""
-    payload = TimerInput(seconds=(body or TimerStartBody()).seconds)
+    payload = TimerInput(seconds=body.seconds)
     return await start_or_report_running(
         request, response, TimerStartResponse, TimerFlow, flow_id, payload
     )
