@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# The TypeScript client contract test's npm packages (tests/contract), pinned by package-lock.json.
+TS_DIR := tests/contract/ts
+TS_STAMP := $(TS_DIR)/node_modules/.installed-stamp
 
 .PHONY: install serve test bench openapi lint clean
 
@@ -12,9 +15,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# npm ci replaces node_modules and the stamp in it; it runs again when the lock changes.
+$(TS_STAMP): $(TS_DIR)/package-lock.json
+	npm ci --prefix $(TS_DIR) --no-audit --no-fund
+	touch $(TS_STAMP)
 
-serve: install
+install: $(STAMP) $(TS_STAMP)
+
+# Serving needs only the Python packages (no Node.js).
+serve: $(STAMP)
 	mkdir -p data
 	$(VENV)/bin/dexlite serve
 
@@ -48,4 +57,4 @@ lint: install
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache $(TS_DIR)/node_modules

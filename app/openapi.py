@@ -11,11 +11,15 @@ operation (the bundled examples' and any later route's alike):
 - the protected operations document 401 with ``WWW-Authenticate`` and name the bearer scheme;
 - a 409 or 429 may carry ``Retry-After``;
 - an optional parameter is documented by its type, not as nullable;
+- a schema only requests use states its fields' defaults in words, not as ``default``:
+  generators (openapi-typescript) read a ``default`` as "always present", which is true of a
+  response and makes the field required in a request;
 - the summary is the first line of the route's docstring, so summaries say what each does.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -144,6 +148,7 @@ def rewrite(document: dict[str, Any]) -> dict[str, Any]:
         for method, operation in operations.items():
             if method in _METHODS:
                 _rewrite_operation(path, operation)
+    _describe_request_defaults(document)
     document["components"] = dict(sorted(components.items()))
     components_schemas = document["components"]["schemas"]
     document["components"]["schemas"] = dict(sorted(components_schemas.items()))
@@ -195,3 +200,40 @@ def _rewrite_parameter(parameter: dict[str, Any]) -> None:
         if len(kept) == 1:
             schema.pop("anyOf")
             schema.update(kept[0])
+
+
+def _references(node: Any, schemas: dict[str, Any], found: set[str]) -> set[str]:
+    """Add the names of every component schema ``node`` refers to, transitively, to ``found``."""
+    if isinstance(node, dict):
+        ref = node.get("$ref", "")
+        if ref.startswith("#/components/schemas/"):
+            name = ref.rsplit("/", 1)[1]
+            if name not in found:
+                found.add(name)
+                _references(schemas.get(name), schemas, found)
+        for value in node.values():
+            _references(value, schemas, found)
+    elif isinstance(node, list):
+        for value in node:
+            _references(value, schemas, found)
+    return found
+
+
+def _describe_request_defaults(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    operations = [
+        operation
+        for methods in document.get("paths", {}).values()
+        for method, operation in methods.items()
+        if method in _METHODS
+    ]
+    in_requests = _references([op.get("requestBody") for op in operations], schemas, set())
+    in_responses = _references([op.get("responses") for op in operations], schemas, set())
+    for name in sorted(in_requests - in_responses):
+        for member in schemas[name].get("properties", {}).values():
+            if "default" in member:
+                default = json.dumps(member.pop("default"))
+                text = member.get("description", "").rstrip()
+                if text and not text.endswith("."):
+                    text += "."
+                member["description"] = f"{text} Default: {default}.".lstrip()

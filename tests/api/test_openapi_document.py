@@ -177,3 +177,14 @@ def test_the_readme_lists_every_problem_code() -> None:
     readme = (ROOT / "README.md").read_text()
     listed = set(re.findall(r"^\| `([A-Z_]+)` \| (\d{3}) \|", readme, flags=re.M))
     assert listed == {(code, str(p.status)) for code, p in catalog().items()}
+
+
+def test_request_only_schemas_state_their_defaults_in_words(document: dict[str, Any]) -> None:
+    """openapi-typescript reads ``default`` as "always present": right for a response, wrong
+    for a request, where it would make an optional field required."""
+    schemas = document["components"]["schemas"]
+    options = schemas["StartFlowOptionsBody"]["properties"]
+    assert "default" not in options["ignoreAlreadyStarted"]
+    assert options["ignoreAlreadyStarted"]["description"].endswith("Default: false.")
+    assert "default" not in schemas["IncrementBody"]["properties"]["by"]
+    assert "required" not in schemas["IncrementBody"]
