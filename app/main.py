@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,8 @@ from fastapi.staticfiles import StaticFiles
 import engine
 from app import problems
 from app.errors import install_error_handlers
+from app.logs import RequestIDMiddleware, configure_logging
+from app.metrics import HTTPMetricsMiddleware, Metrics
 from app.middleware import BearerAuthMiddleware, BodyLimitMiddleware
 from app.openapi import install_openapi
 from app.routes import channels, flows, meta, search, state, streams
@@ -83,7 +86,11 @@ def create_app(
     app on a ManualClock.
     """
     settings = settings or Settings()
+    configure_logging(settings.log_format, settings.log_level)
     config = engine_config or config_from_settings(settings)
+    metrics = Metrics()
+    if type(config.telemetry) is engine.Telemetry:  # the caller chose no telemetry of its own
+        config = dataclasses.replace(config, telemetry=metrics.telemetry)
     routers = []
     if registry is None and settings.registry:
         registry = load_registry(settings.registry)
@@ -113,6 +120,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.engine = None
+    app.state.metrics = metrics
     install_error_handlers(app)
     app.include_router(flows.router)
     app.include_router(state.router)
@@ -138,6 +146,9 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_bytes)
     if settings.api_token:
         app.add_middleware(BearerAuthMiddleware, token=settings.api_token)
+    # Outside the others (but CORS): every answer is timed and has an ID, a 401 included.
+    app.add_middleware(HTTPMetricsMiddleware, metrics=metrics)
+    app.add_middleware(RequestIDMiddleware)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -9,7 +9,7 @@ operation (the bundled examples' and any later route's alike):
 - an operation with parameters or a body documents 422; one with a body also 413; one naming
   a Flow ID (path or query) also 400, for an ID the engine refuses (``/``, control characters);
 - the protected operations document 401 with ``WWW-Authenticate`` and name the bearer scheme;
-- a 409 or 429 may carry ``Retry-After``;
+- a 409 or 429 may carry ``Retry-After``, and every answer carries ``X-Request-ID``;
 - an optional parameter is documented by its type, not as nullable;
 - a schema only requests use states its fields' defaults in words, not as ``default``:
   generators (openapi-typescript) read a ``default`` as "always present", which is true of a
@@ -102,6 +102,11 @@ def problem_schema() -> dict[str, Any]:
 
 
 HEADERS: dict[str, Any] = {
+    "X-Request-ID": {
+        "description": "The request's ID: the client's X-Request-ID when it is 1 to 128 of "
+        "`A-Za-z0-9._:-`, else a new one. Log lines about the request carry it.",
+        "schema": {"type": "string"},
+    },
     "Retry-After": {
         "description": "Seconds to wait before retrying (sent when retrying can succeed).",
         "schema": {"type": "integer", "minimum": 0},
@@ -178,6 +183,11 @@ def _rewrite_operation(path: str, operation: dict[str, Any]) -> None:
         header = {401: "WWW-Authenticate", 409: "Retry-After", 429: "Retry-After"}.get(status)
         if header:
             entry["headers"] = {header: {"$ref": f"#/components/headers/{header}"}}
+    for entry in responses.values():
+        entry.setdefault("headers", {})["X-Request-ID"] = {
+            "$ref": "#/components/headers/X-Request-ID"
+        }
+        entry["headers"] = dict(sorted(entry["headers"].items()))
     operation["responses"] = dict(sorted(responses.items()))
     description = operation.get("description", "")
     if description:

@@ -34,6 +34,14 @@ class Settings(BaseSettings):
     )
     step_threads: int = Field(32, ge=1, description="Threads for `def` Step handlers.")
     rpc_threads: int = Field(32, ge=1, description="Threads for `def` RPC handlers.")
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="json: one JSON object per log line, with requestId, flowId and runId, "
+        "and one dexlite.access line per request.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="The least severe log level written (json format)."
+    )
     registry: str | None = Field(
         None,
         description="Serve this Registry ('module:attribute', a Registry or a function returning "

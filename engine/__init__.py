@@ -92,6 +92,7 @@ from engine.stream import (
     StreamStoreConfig,
 )
 from engine.subflow import SubFlow, SubFlowCondition, SubFlowOptions, SubFlowReusePolicy
+from engine.telemetry import EngineStats, Telemetry
 from engine.timer import Timer
 from engine.values import to_json_data
 from engine.wait import Wait, WaitMode
@@ -124,6 +125,7 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "EngineError",
+    "EngineStats",
     "FailedPreconditionError",
     "Flow",
     "FlowAlreadyStartedError",
@@ -184,6 +186,7 @@ __all__ = [
     "SubFlowCondition",
     "SubFlowOptions",
     "SubFlowReusePolicy",
+    "Telemetry",
     "Timer",
     "Wait",
     "WaitMode",

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from engine.clock import Clock
 from engine.stream import StreamStoreConfig
+from engine.telemetry import Telemetry
 
 
 @dataclass(frozen=True)
@@ -35,3 +36,5 @@ class EngineConfig:
     lease_seconds: float = 15.0
     #: PostgreSQL: how often a process looks for the work of processes that died.
     poll_seconds: float = 1.0
+    #: Told of RPCs, Step attempts and commits as they happen (the server records metrics).
+    telemetry: Telemetry = field(default_factory=Telemetry)

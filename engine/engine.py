@@ -10,8 +10,9 @@ from typing import Any
 
 from engine._runtime.composition import compose
 from engine._runtime.history import history_page
+from engine._storage.stats import load_counts
 from engine.channel import Channel, ChannelMap
-from engine.clock import Clock, IdleProbe
+from engine.clock import Clock, IdleProbe, to_micros
 from engine.config import EngineConfig
 from engine.flow import Flow
 from engine.options import MatchOperator, RPCInvokeOptions, StartFlowOptions, StopType
@@ -29,6 +30,7 @@ from engine.results import (
     StartFlowResult,
 )
 from engine.stream import Stream, StreamMessage, StreamMessagePage
+from engine.telemetry import EngineStats
 
 FlowRef = type[Flow[Any]] | Flow[Any] | str
 
@@ -330,6 +332,21 @@ class Engine:
         """Describe every registered Flow type: Steps, RPCs with JSON schemas, state, indexes
         (RPC timeouts as they apply on this engine, its default included)."""
         return self.registry.describe(self.config.default_rpc_timeout)
+
+    async def stats(self) -> EngineStats:
+        """Return the engine's load now: open runs by Flow type, pending and due Steps, the
+        oldest due Step's wait, scheduled timers and the Stream Store's bytes."""
+        now = to_micros(self._services.clock.now())
+        counts = await load_counts(self._services.database, now)
+        oldest = counts.oldest_due_at
+        return EngineStats(
+            open_runs=counts.open_runs,
+            steps_pending=counts.steps_pending,
+            steps_due=counts.steps_due,
+            oldest_due_seconds=0.0 if oldest is None else max(0.0, (now - oldest) / 1_000_000),
+            timers_scheduled=counts.timers_scheduled,
+            stream_store_bytes=await self._services.streams.total_bytes(),
+        )
 
     def _idle_probe(self) -> IdleProbe:
         """Return what tells whether the engine has work in hand (``engine.testing``)."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request, Response
 
 from app.deps import EngineDep
+from app.metrics import CONTENT_TYPE
 from app.schemas import FlowTypeInfo, FlowTypesResponse, HealthResponse
 
 router = APIRouter()
@@ -37,7 +38,28 @@ async def health() -> HealthResponse:
 async def ready(request: Request) -> HealthResponse:
     """Report that the engine is started and serving."""
     if getattr(request.app.state, "engine", None) is None:
-        from fastapi import HTTPException
-
         raise HTTPException(503, "the engine is not started")
     return HealthResponse(status="ready")
+
+
+@router.get(
+    "/metrics",
+    operation_id="metrics",
+    tags=["health"],
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The Prometheus text exposition format",
+            "content": {CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}},
+        },
+        503: {"description": "The engine is not started"},
+    },
+)
+async def metrics(request: Request) -> Response:
+    """Serve the Prometheus metrics: RPCs, lock conflicts, Step attempts and queue, commits,
+    timers, open runs, Stream Store bytes and HTTP requests."""
+    eng = getattr(request.app.state, "engine", None)
+    if eng is None:
+        raise HTTPException(503, "the engine is not started")
+    body = await request.app.state.metrics.render(eng)
+    return Response(body, media_type=CONTENT_TYPE)

@@ -7,10 +7,13 @@ another Notifier) is followed up exactly like one made here.
 
 from __future__ import annotations
 
+import time
+
 from engine._runtime.activity import Activity
 from engine._runtime.ports import Database, Notifier
 from engine._storage.commits import Unit
 from engine._storage.records import CommitResult
+from engine.telemetry import Telemetry
 
 COMMITS = "commits in flight"
 
@@ -18,7 +21,14 @@ COMMITS = "commits in flight"
 class Committer:
     """Applies commit units and publishes what they changed."""
 
-    def __init__(self, database: Database, notifier: Notifier, activity: Activity) -> None:
+    def __init__(
+        self,
+        database: Database,
+        notifier: Notifier,
+        activity: Activity,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self._telemetry = telemetry or Telemetry()
         self._database = database
         self._notifier = notifier
         self._activity = activity
@@ -27,7 +37,9 @@ class Committer:
         """Apply ``unit`` in one transaction, publish its result, and return it."""
         self._activity.enter(COMMITS)
         try:
+            started = time.perf_counter()
             result = await self._database.write(self._notifier.within(unit))
+            self._telemetry.commit(time.perf_counter() - started)
             self._notifier.publish(result)
             return result
         finally:

@@ -150,6 +150,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             sqlite_synchronous=config.sqlite_synchronous,
             max_batch=config.max_commit_batch,
             pool_size=config.database_pool_size,
+            on_batch=config.telemetry.commit_batch,
         ),
         claimant=process_id,
     )
@@ -176,7 +177,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         locks = MemoryLockTable()
         queue = MemoryStepQueue(timers, clock)
         notifier = LocalNotifier()
-    committer = Committer(database, notifier, activity)
+    committer = Committer(database, notifier, activity, config.telemetry)
     snapshots = Snapshots(database, blobs)
     store = stream_store(config.streams, clock, config.database_url, activity.touch)
     streams = StreamService(registry, config.streams, clock, store, activity.touch)
@@ -195,6 +196,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         activity=activity,
         clock=clock,
         threads=config.step_threads,
+        telemetry=config.telemetry,
     )
     timeouts = Timeouts(
         registry=registry,
@@ -280,6 +282,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             threads=config.rpc_threads,
             default_timeout=config.default_rpc_timeout,
             all_transactional=config.transactional_rpcs,
+            telemetry=config.telemetry,
         ),
         retention=retention,
         followers=followers,

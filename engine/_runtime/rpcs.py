@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
@@ -27,11 +28,13 @@ from engine.errors import (
     FlowNotActiveOrNotFoundError,
     InvalidArgumentError,
     RPCHandlerError,
+    RPCLockConflictError,
     RPCTimeoutError,
 )
 from engine.flow import Flow, RPCResult
 from engine.options import RPCInvokeOptions
 from engine.registry import Registry
+from engine.telemetry import Telemetry
 
 KNOWN_TYPES_LIMIT = 100_000
 
@@ -56,7 +59,9 @@ class RPCExecutor:
         threads: int,
         default_timeout: timedelta = timedelta(seconds=60),
         all_transactional: bool = False,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self._telemetry = telemetry or Telemetry()
         self._default_timeout = default_timeout
         self._all_transactional = all_transactional
         self._registry = registry
@@ -117,12 +122,45 @@ class RPCExecutor:
         run_id: str | None = None,
         options: RPCInvokeOptions | None = None,
     ) -> Any:
-        """Run one RPC invocation and return its output.
+        """Run one RPC invocation and return its output, telling the telemetry how it went.
 
         Called by name, the Flow type is the run's. A Flow ID keeps its type unless it is
         reused by another type, so the type seen last time is tried first, saving a read; the
         snapshot tells when that guess was wrong, and the call then starts over properly.
         """
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            return await self._invoke_named(flow_id, rpc_name, input, flow_type, run_id, options)
+        except EngineError as exc:
+            outcome = exc.code
+            if isinstance(exc, RPCLockConflictError):
+                self._telemetry.lock_conflict(self._type_of(flow_id, flow_type), exc.key)
+            raise
+        except BaseException:
+            outcome = "INTERNAL"
+            raise
+        finally:
+            self._telemetry.rpc_finished(
+                self._type_of(flow_id, flow_type),
+                rpc_name,
+                outcome,
+                time.perf_counter() - started,
+            )
+
+    def _type_of(self, flow_id: str, flow_type: str | None) -> str:
+        """The Flow type an invocation ran against, for telemetry ("" when it is unknown)."""
+        return flow_type or self._known_types.get(flow_id, "")
+
+    async def _invoke_named(
+        self,
+        flow_id: str,
+        rpc_name: str,
+        input: Any,
+        flow_type: str | None,
+        run_id: str | None,
+        options: RPCInvokeOptions | None,
+    ) -> Any:
         if flow_type is None:
             guess = self._known_types.get(flow_id)
             if guess is not None:
@@ -138,6 +176,7 @@ class RPCExecutor:
                     f"Flow {flow_id} was not found", flow_id=flow_id, operation="invokeRpc"
                 )
             flow_type = run.flow_type
+            self._remember(flow_id, flow_type)
         return await self._invoke(
             flow_id, rpc_name, input, flow_type, run_id, options, guessed=False
         )

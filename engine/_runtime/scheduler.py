@@ -48,6 +48,7 @@ from engine.clock import Clock, to_micros
 from engine.errors import InvalidStepResultError
 from engine.registry import Registry
 from engine.step import StepDecision, StepMovement
+from engine.telemetry import Telemetry
 from engine.wait import Wait
 
 log = logging.getLogger("dexlite.scheduler")
@@ -97,7 +98,9 @@ class Scheduler:
         activity: Activity,
         clock: Clock,
         threads: int,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self._telemetry = telemetry or Telemetry()
         self._registry = registry
         self._starter = starter
         self._queue = queue
@@ -223,7 +226,12 @@ class Scheduler:
             if not attempt.canceled:
                 raise
         except Exception:  # e.g. the database refused a write: try the attempt again later
-            log.exception("Step %s %s failed in the runtime; retrying", step.step_type, step.id)
+            log.exception(
+                "Step %s %s failed in the runtime; retrying",
+                step.step_type,
+                step.id,
+                extra={"flowId": step.flow_id, "runId": step.run_id},
+            )
             if not attempt.canceled and self._running.get(step.id) is attempt:
                 del self._running[step.id]
                 due = to_micros(self._clock.now() + RUNTIME_RETRY_SECONDS)
@@ -303,16 +311,21 @@ class Scheduler:
             else:
                 staged = await self._decision_effects(step, spec, context, result)
         except (asyncio.CancelledError, StepCanceled):
+            self._report(step, "canceled")
             raise
         except Exception as exc:
-            if not attempt.canceled:
+            if attempt.canceled:
+                self._report(step, "canceled")
+            else:
                 await self._fail(attempt, spec, sspec, exc)
             return
         if attempt.canceled:
+            self._report(step, "canceled")
             return
         if staged is None:
             # A wait that neither wrote nor waits needs no commit: execute runs at once.
             self.requeue(replace(step, phase=Phase.EXECUTE, attempt=1, due_at=None, returned=False))
+            self._report(step, "waited")
             return
         await self._commit_step(attempt, staged)
 
@@ -377,14 +390,26 @@ class Scheduler:
             now=self._now(),
             fence=step.fence,
         )
-        await self._commit(attempt, unit)
+        if await self._commit(attempt, unit):
+            decision = staged.decision
+            if isinstance(decision, StepClose):
+                self._report(step, decision.kind.value.lower())
+            else:
+                self._report(step, "waiting" if isinstance(decision, EnterWait) else "waited")
 
-    async def _commit(self, attempt: Attempt, unit: Unit) -> None:
-        """Commit a unit of this attempt; a canceled or superseded attempt is dropped."""
+    async def _commit(self, attempt: Attempt, unit: Unit) -> bool:
+        """Commit a unit of this attempt and return True; a canceled or superseded attempt is
+        dropped (False)."""
         try:
             await self._committer.commit(unit)
         except StaleAttemptError:
             self._stop(attempt)
+            self._report(attempt.step, "superseded")
+            return False
+        return True
+
+    def _report(self, step: QueuedStep, outcome: str) -> None:
+        self._telemetry.step_attempt(step.flow_type, step.step_type, outcome)
 
     async def _fail(
         self, attempt: Attempt, spec: FlowSpec, sspec: StepSpec, exc: Exception
@@ -409,7 +434,8 @@ class Scheduler:
                 error_message=message,
                 now=self._now(),
             )
-            await self._commit(attempt, unit)
+            if await self._commit(attempt, unit):
+                self._report(step, "retried")
             return
         failure = sspec.options.failure_step
         movements = [] if failure is None else [_failure_movement(failure, step, exc)]

@@ -115,7 +115,7 @@ class Timeouts:
                 )
             )
         except Exception:  # the timer task must survive a failed write
-            log.exception("could not time out run %s", run_id)
+            log.exception("could not time out run %s", run_id, extra={"runId": run_id})
 
     async def _run_handler(self, run_id: str, flow_id: str, flow_type: str) -> StagedEffects:
         """Run the Flow's ``handle_timeout`` on a snapshot; return its staged effects (Attribute
@@ -141,5 +141,7 @@ class Timeouts:
                 await asyncio.to_thread(handler, context)
             return await effects.stage(self._blobs, spec, context)
         except Exception:  # the timeout still closes the run
-            log.exception("handle_timeout of %s %s raised", flow_type, flow_id)
+            log.exception(
+                "handle_timeout of %s %s raised", flow_type, flow_id, extra={"flowId": flow_id}
+            )
             return StagedEffects()

@@ -49,6 +49,8 @@ class DatabaseSettings:
     read_pool_size: int = 8
     #: PostgreSQL: connections kept open per process (as many again may open under load).
     pool_size: int = 10
+    #: SQLite: told how many units each group commit carried (called in the writer thread).
+    on_batch: Callable[[int], None] | None = None
 
 
 class SQLiteDatabase:
@@ -256,6 +258,8 @@ class _SQLiteWriter:
             with contextlib.suppress(Exception):
                 self._conn.exec_driver_sql("ROLLBACK")  # type: ignore[union-attr]
             outcomes = [(False, exc)] * len(batch)
+        if self._settings.on_batch is not None:
+            self._settings.on_batch(len(batch))
         for (_unit, future), (ok, value) in zip(batch, outcomes, strict=True):
             future.get_loop().call_soon_threadsafe(_resolve, future, ok, value)
 

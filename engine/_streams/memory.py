@@ -122,6 +122,10 @@ class MemoryStreamStore:
         """Return how many trim jobs are under way."""
         return len(self._tasks)
 
+    async def total_bytes(self) -> int:
+        """Return how many bytes the store holds."""
+        return self.total
+
     def readers_waiting(self) -> int:
         """Return how many readStream calls wait for a message."""
         return sum(waiter.count for waiter in self._waiters.values())

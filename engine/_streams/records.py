@@ -64,6 +64,9 @@ class StreamStore(Protocol):
     def trims_running(self) -> int:
         """Return how many background trim jobs are under way (tests settle on them)."""
 
+    async def total_bytes(self) -> int:
+        """Return how many bytes (messages and their overhead) the store holds."""
+
     def readers_waiting(self) -> int:
         """Return how many readStream calls wait for a message."""
 

@@ -72,6 +72,10 @@ class StreamService:
         if self.store is not None:
             await self.store.close()
 
+    async def total_bytes(self) -> int | None:
+        """Return how many bytes the store holds; None when the Stream Store is disabled."""
+        return None if self.store is None else await self.store.total_bytes()
+
     def step_writes_pending(self) -> int:
         """Return how many Step messages are on their way to the store."""
         return 0 if self._step_writes is None else self._step_writes.pending()

@@ -100,13 +100,15 @@ def test_every_status_a_request_can_get_is_documented(document: dict[str, Any]) 
         if "flowId" in names:
             assert "400" in statuses, where
         if path.startswith(("/api/", "/patterns/", "/primitives/")):
-            assert op["responses"]["401"]["headers"] == {
-                "WWW-Authenticate": {"$ref": "#/components/headers/WWW-Authenticate"}
+            assert op["responses"]["401"]["headers"]["WWW-Authenticate"] == {
+                "$ref": "#/components/headers/WWW-Authenticate"
             }, where
             assert op["security"] == [{}, {"bearerAuth": []}], where
         for status in ("409", "429"):
             if status in statuses:
                 assert "Retry-After" in op["responses"][status]["headers"], where
+        for response in op["responses"].values():
+            assert "X-Request-ID" in response["headers"], where
     invoke = document["paths"]["/api/v1/flows/{flowId}/rpcs/{rpcName}"]["post"]
     assert {"500", "504"} <= set(invoke["responses"])
     assert document["paths"]["/readyz"]["get"]["responses"]["503"]["content"] == PROBLEM

@@ -89,7 +89,11 @@ class SharedStepQueue(MemoryStepQueue):
                 lambda conn: conn.execute(statement).scalar_one_or_none()
             )
         except Exception:  # the poll claims it later
-            log.exception("could not claim Step %s", step.id)
+            log.exception(
+                "could not claim Step %s",
+                step.id,
+                extra={"flowId": step.flow_id, "runId": step.run_id},
+            )
             return
         if fence is not None:
             super().submit(replace(step, fence=fence))
@@ -131,7 +135,12 @@ class SharedStepQueue(MemoryStepQueue):
 
         steps = await self._database.write(unit)
         for step in steps:
-            log.info("took over Step %s (claim %d)", step.id, step.fence)
+            log.info(
+                "took over Step %s (claim %d)",
+                step.id,
+                step.fence,
+                extra={"flowId": step.flow_id, "runId": step.run_id},
+            )
             super().submit(step)
         return len(steps)
 

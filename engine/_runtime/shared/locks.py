@@ -320,7 +320,7 @@ class SharedLockTable:
                 async with order:
                     self._granted(flow_id, await self._database.write(unit))
             except Exception:  # the poll grants again
-                log.exception("a lock change on Flow %s failed", flow_id)
+                log.exception("a lock change on Flow %s failed", flow_id, extra={"flowId": flow_id})
             finally:
                 lock, left = self._order[flow_id]
                 if left == 1:
