@@ -62,7 +62,14 @@ def test_json_logs_name_the_request_and_the_flow_and_no_secret(tmp_path: Path) -
             lines = [json.loads(line) for line in server.log_text().splitlines() if line.strip()]
             return [line for line in lines if line.get("logger") == "dexlite.access"]
 
-        lines = wait_until(lambda: access_lines() if len(access_lines()) >= 3 else None)
+        def all_three_written() -> list[dict[str, Any]] | None:
+            # A request's access line is written once its answer is sent: wait for the three.
+            lines = access_lines()
+            ids = {line["requestId"] for line in lines}
+            denied = any(line["status"] == 401 for line in lines)
+            return lines if {"start-1", "read-1"} <= ids and denied else None
+
+        lines = wait_until(all_three_written, what="the three access lines")
         text = server.log_text()
     # Every line the server wrote is one JSON object.
     assert all(json.loads(line) for line in text.splitlines() if line.strip())
