@@ -34,6 +34,12 @@ class Settings(BaseSettings):
     )
     step_threads: int = Field(32, ge=1, description="Threads for `def` Step handlers.")
     rpc_threads: int = Field(32, ge=1, description="Threads for `def` RPC handlers.")
+    shutdown_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="`dexlite serve`: on SIGTERM, how long in-flight requests get to finish "
+        "before open long polls are cut and the engine closes.",
+    )
     log_format: Literal["text", "json"] = Field(
         "text",
         description="json: one JSON object per log line, with requestId, flowId and runId, "

@@ -43,9 +43,13 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         *,
         log_level: str = "warning",
+        serve: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.factory = factory
+        #: Run ``dexlite serve`` (the registry then comes from DEXLITE_REGISTRY in ``env``)
+        #: instead of uvicorn on ``factory``.
+        self.serve = serve
         self.extra_env = env or {}
         self.log_level = log_level
         self.port = free_port()
@@ -77,19 +81,7 @@ class ServerProcess:
         with self.log_path.open("ab") as log:
             # sys.executable is the venv's python, so the server runs the code under test.
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "--factory",
-                    self.factory,
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.port),
-                    "--log-level",
-                    self.log_level,
-                ],
+                self._command(),
                 cwd=ROOT,
                 env=env,
                 stdout=log,
@@ -97,6 +89,17 @@ class ServerProcess:
             )
         wait_until(self._ready, within=STARTUP_SECONDS, interval=0.05, what="the server start")
         return self
+
+    def _command(self) -> list[str]:
+        if self.serve:
+            return [
+                *(sys.executable, "-m", "app.cli", "serve"),
+                *("--host", "127.0.0.1", "--port", str(self.port), "--log-level", self.log_level),
+            ]
+        return [
+            *(sys.executable, "-m", "uvicorn", "--factory", self.factory),
+            *("--host", "127.0.0.1", "--port", str(self.port), "--log-level", self.log_level),
+        ]
 
     def _ready(self) -> bool:
         assert self.process is not None
@@ -112,6 +115,12 @@ class ServerProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(10)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """Send SIGTERM (what a service manager sends) and return the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
 
     def interrupt(self, timeout: float = 15.0) -> int:
         """Send SIGINT (a graceful shutdown) and return the exit code."""

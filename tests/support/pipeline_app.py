@@ -81,8 +81,13 @@ class PipelineFlow(Flow[int]):
         return StepList.start_step(First()).other_steps(Second(), Third())
 
 
-def create() -> FastAPI:
-    """Return the app serving PipelineFlow (used as `uvicorn --factory`)."""
+def registry() -> Registry:
+    """Return the Registry of PipelineFlow (``DEXLITE_REGISTRY`` for ``dexlite serve``)."""
     flow = PipelineFlow()
     flow.hold = os.environ.get(HOLD_ENV) == "1"
-    return create_app(registry=Registry([flow]))
+    return Registry([flow])
+
+
+def create() -> FastAPI:
+    """Return the app serving PipelineFlow (used as `uvicorn --factory`)."""
+    return create_app(registry=registry())

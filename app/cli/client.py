@@ -1,0 +1,260 @@
+"""A small synchronous client of dexlite's REST API, for the command line.
+
+One method per operation of DESIGN §5 that the CLI uses; each returns the decoded JSON body. An
+error answer (application/problem+json) raises :class:`APIError` with its ``code``, HTTP status
+and ``detail``; a server that cannot be reached raises it too, with no status.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypedDict, cast
+from urllib.parse import quote
+
+import httpx
+
+from app.cli.errors import APIError
+
+#: Seconds a request may take beyond the long poll it asks the server for.
+TIMEOUT_SECONDS = 30.0
+
+
+class FlowInfo(TypedDict):
+    """A run's identity and status (describeFlow, searchFlows)."""
+
+    flowId: str
+    runId: str
+    flowType: str
+    status: str
+    startedAt: str
+    closedAt: str | None
+    indexedAttributes: dict[str, Any]
+    parentFlowId: str | None
+    parentRunId: str | None
+
+
+class SearchPage(TypedDict):
+    """A page of searchFlows."""
+
+    flows: list[FlowInfo]
+    nextPageToken: str
+
+
+class HistoryEvent(TypedDict):
+    """One event of a run's history."""
+
+    eventId: int
+    eventType: str
+    at: str
+    details: dict[str, Any]
+
+
+class HistoryPage(TypedDict):
+    """A page of getFlowHistory, oldest first."""
+
+    flowId: str
+    runId: str
+    events: list[HistoryEvent]
+    nextPageToken: str
+
+
+class StreamMessage(TypedDict):
+    """One Stream message."""
+
+    value: Any
+    resumeToken: str
+    createdAt: str
+    source: str
+
+
+class _NoInput:
+    """The type of :data:`NO_INPUT`."""
+
+    def __repr__(self) -> str:
+        return "NO_INPUT"
+
+
+#: Passed as ``input`` when the user gave none: the request then carries no ``input`` field.
+NO_INPUT: Final = _NoInput()
+
+
+def _segment(value: str) -> str:
+    """Return ``value`` escaped as one path segment (a ``/`` in an ID stays in the ID)."""
+    return quote(value, safe="")
+
+
+def _params(**values: Any) -> dict[str, Any]:
+    """Return the query parameters that are set."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+class Client:
+    """The REST API at ``base_url``, with an optional bearer ``token``.
+
+    ``transport`` replaces the network (tests pass an ``httpx.MockTransport``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=TIMEOUT_SECONDS, transport=transport
+        )
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        wait_seconds: float = 0.0,
+    ) -> Any:
+        """Send one request; return its JSON body, or raise :class:`APIError`."""
+        try:
+            response = self._http.request(
+                method,
+                path,
+                params=params,
+                json=body,
+                timeout=TIMEOUT_SECONDS + wait_seconds,
+            )
+        except httpx.TimeoutException as exc:
+            raise APIError("TIMEOUT", f"{self.base_url} did not answer in time ({exc})") from exc
+        except httpx.TransportError as exc:
+            raise APIError("CONNECTION_ERROR", f"cannot reach {self.base_url}: {exc}") from exc
+        if not response.is_success:
+            raise _problem(response)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            detail = f"{response.url} answered {response.status_code} with a body that is not JSON"
+            raise APIError("INVALID_RESPONSE", detail, response.status_code) from None
+
+    def start_flow(
+        self, flow_type: str, flow_id: str, input: Any, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        """startFlow: ``{flowId, runId, started}``."""
+        body: dict[str, Any] = {"flowType": flow_type, "flowId": flow_id}
+        if input is not NO_INPUT:
+            body["input"] = input
+        if options:
+            body["options"] = options
+        return cast(dict[str, Any], self.request("POST", "/api/v1/flows", body=body))
+
+    def describe_flow(self, flow_id: str, run_id: str | None = None) -> FlowInfo:
+        """describeFlow: the current (or given) run of ``flow_id``."""
+        path = f"/api/v1/flows/{_segment(flow_id)}"
+        return cast(FlowInfo, self.request("GET", path, params=_params(runId=run_id)))
+
+    def wait_for_flow(
+        self, flow_id: str, run_id: str | None = None, wait_seconds: float = 0.0
+    ) -> dict[str, Any]:
+        """waitForFlow: the run's status and, once closed, its completions or error."""
+        path = f"/api/v1/flows/{_segment(flow_id)}/result"
+        params = _params(runId=run_id, waitSeconds=wait_seconds)
+        return cast(
+            dict[str, Any], self.request("GET", path, params=params, wait_seconds=wait_seconds)
+        )
+
+    def search_flows(self, query: str, page_size: int | None, page_token: str) -> SearchPage:
+        """searchFlows: one page of the runs matching ``query``."""
+        params = _params(query=query, pageSize=page_size, pageToken=page_token or None)
+        return cast(SearchPage, self.request("GET", "/api/v1/flows", params=params))
+
+    def stop_flow(
+        self, flow_id: str, stop_type: str, reason: str | None, run_id: str | None = None
+    ) -> dict[str, Any]:
+        """stopFlow: ``{flowId, runId}`` of the run asked to stop."""
+        path = f"/api/v1/flows/{_segment(flow_id)}/stop"
+        body = {"type": stop_type, "reason": reason}
+        return cast(
+            dict[str, Any], self.request("POST", path, params=_params(runId=run_id), body=body)
+        )
+
+    def flow_history(
+        self, flow_id: str, run_id: str | None, page_size: int | None, page_token: str
+    ) -> HistoryPage:
+        """getFlowHistory: one page of the run's events, oldest first."""
+        path = f"/api/v1/flows/{_segment(flow_id)}/history"
+        params = _params(runId=run_id, pageSize=page_size, pageToken=page_token or None)
+        return cast(HistoryPage, self.request("GET", path, params=params))
+
+    def invoke_rpc(
+        self, flow_id: str, rpc_name: str, input: Any, run_id: str | None = None
+    ) -> dict[str, Any]:
+        """invokeRpc: ``{output}``."""
+        path = f"/api/v1/flows/{_segment(flow_id)}/rpcs/{_segment(rpc_name)}"
+        body: dict[str, Any] = {} if input is NO_INPUT else {"input": input}
+        if run_id is not None:
+            body["runId"] = run_id
+        return cast(dict[str, Any], self.request("POST", path, body=body))
+
+    def get_attributes(
+        self, flow_id: str, names: list[str], run_id: str | None = None
+    ) -> dict[str, Any]:
+        """getAttributes: ``{flowId, runId, values}``; unset names are absent."""
+        path = f"/api/v1/flows/{_segment(flow_id)}/attributes"
+        params = _params(name=names or None, runId=run_id)
+        return cast(dict[str, Any], self.request("GET", path, params=params))
+
+    def list_channels(self, flow_id: str, run_id: str | None = None) -> dict[str, Any]:
+        """listChannels: ``{flowId, runId, channels: [{name, instance, size}]}``."""
+        path = f"/api/v1/flows/{_segment(flow_id)}/channels"
+        return cast(dict[str, Any], self.request("GET", path, params=_params(runId=run_id)))
+
+    def newest_stream_message(
+        self, flow_type: str, flow_id: str, stream: str
+    ) -> StreamMessage | None:
+        """listStreamMessages with one message: the newest retained, or None."""
+        page = self.request(
+            "GET", _stream_path(flow_type, flow_id, stream, "messages"), params={"pageSize": 1}
+        )
+        messages = cast(list[StreamMessage], page["messages"])
+        return messages[0] if messages else None
+
+    def read_stream(
+        self, flow_type: str, flow_id: str, stream: str, resume_token: str, wait_seconds: float
+    ) -> StreamMessage | None:
+        """readStream: the message after ``resume_token``, or None when the wait ended."""
+        path = _stream_path(flow_type, flow_id, stream, "next")
+        params = {"resumeToken": resume_token, "waitSeconds": wait_seconds}
+        answer = self.request("GET", path, params=params, wait_seconds=wait_seconds)
+        return cast("StreamMessage | None", answer["message"])
+
+
+def _stream_path(flow_type: str, flow_id: str, stream: str, leaf: str) -> str:
+    return f"/api/v1/streams/{_segment(flow_type)}/{_segment(flow_id)}/{_segment(stream)}/{leaf}"
+
+
+def _problem(response: httpx.Response) -> APIError:
+    """Return the error an unsuccessful answer stands for."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("code"), str):
+        detail = str(body.get("detail") or body.get("title") or "")
+        if isinstance(body.get("position"), int):
+            detail += f" (at position {body['position']} of the query)"
+        return APIError(body["code"], detail, response.status_code, body)
+    # Not one of ours (a proxy in between, say): name the status.
+    detail = response.reason_phrase or "unexpected answer"
+    return APIError(f"HTTP_{response.status_code}", detail, response.status_code, body)

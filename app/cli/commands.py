@@ -1,0 +1,199 @@
+"""The client commands besides ``flows``: ``rpc``, ``attributes``, ``channels`` and
+``streams tail``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from app.cli import output
+from app.cli.client import Client, StreamMessage
+from app.cli.common import (
+    DEFAULT_URL,
+    EXIT_CODES,
+    FlowIdArgument,
+    InputOption,
+    JsonOption,
+    RunIdOption,
+    TokenOption,
+    UrlOption,
+    parse_input,
+    session,
+)
+from app.cli.flows import flows
+
+#: What ``attributes`` shows for a name the run has no value for.
+UNSET = "(unset)"
+#: How long each read of ``streams tail`` waits on the server for a message (its maximum).
+TAIL_WAIT_SECONDS = 60.0
+#: The exit status of a ``streams tail`` stopped by Ctrl-C (128 + SIGINT, as shells report).
+INTERRUPTED = 130
+
+streams = typer.Typer(
+    name="streams",
+    help="Follow the Stream messages Flows write.",
+    epilog=EXIT_CODES,
+    no_args_is_help=True,
+)
+
+
+def rpc(
+    flow_id: FlowIdArgument,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The RPC's name.")],
+    input: InputOption = None,
+    run_id: RunIdOption = None,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Invoke the RPC NAME on a running Flow and print its output (invokeRpc)."""
+    with session(url, token) as api:
+        body = api.invoke_rpc(flow_id, name, parse_input(input), run_id)
+    if json_output:
+        output.emit_json(body)
+    else:
+        output.emit(_readable(body["output"]))
+
+
+def attributes(
+    flow_id: FlowIdArgument,
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[NAME]...",
+            help="Attributes to read ('status', or 'progress/payment' for a map instance); "
+            "none: every value.",
+        ),
+    ] = None,
+    run_id: RunIdOption = None,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Print Attribute values from one committed state of a run (getAttributes)."""
+    wanted = names or []
+    with session(url, token) as api:
+        body = api.get_attributes(flow_id, wanted, run_id)
+    if json_output:
+        output.emit_json(body)
+        return
+    values: dict[str, Any] = body["values"]
+    shown = wanted or sorted(values)
+    rows = [[n, output.compact(values[n]) if n in values else UNSET] for n in shown]
+    output.emit(output.table(["NAME", "VALUE"], rows))
+
+
+def channels(
+    flow_id: FlowIdArgument,
+    run_id: RunIdOption = None,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """List a run's Channels (and non-empty ChannelMap instances) with their sizes."""
+    with session(url, token) as api:
+        body = api.list_channels(flow_id, run_id)
+    if json_output:
+        output.emit_json(body)
+        return
+    rows = [[c["name"], output.text(c["instance"]), str(c["size"])] for c in body["channels"]]
+    output.emit(output.table(["NAME", "INSTANCE", "SIZE"], rows))
+
+
+@streams.command(epilog=EXIT_CODES)
+def tail(
+    flow_type: Annotated[str, typer.Argument(metavar="TYPE", help="The Flow type.")],
+    flow_id: FlowIdArgument,
+    stream: Annotated[str, typer.Argument(metavar="STREAM", help="The Stream's name.")],
+    from_start: Annotated[
+        bool,
+        typer.Option(
+            "--from-start", help="Begin at the oldest retained message, not the next new one."
+        ),
+    ] = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Exit after this many messages.")
+    ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow/--no-follow", help="Wait for new messages; --no-follow exits when none is."
+        ),
+    ] = True,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Print a Stream's messages as they are written, like tail -f (readStream), until Ctrl-C.
+
+    Each line is the message's time, source and value; with --json, one JSON object per line.
+    Ctrl-C ends it with exit status 130.
+    """
+    where = f"{flow_type}/{flow_id}/{stream}"
+    with session(url, token) as api:
+        resume_token = "" if from_start else _newest_token(api, flow_type, flow_id, stream)
+        start = "the oldest retained message" if from_start else "the next new message"
+        if follow:
+            output.note(f"following {where} from {start} (Ctrl-C to stop)")
+        try:
+            _follow(api, (flow_type, flow_id, stream), resume_token, limit, follow, json_output)
+        except KeyboardInterrupt:
+            # The way out of a follow, not a failure: no traceback, the shell's status for it.
+            raise typer.Exit(INTERRUPTED) from None
+
+
+def _follow(
+    api: Client,
+    where: tuple[str, str, str],
+    resume_token: str,
+    limit: int | None,
+    follow: bool,
+    json_output: bool,
+) -> None:
+    """Print the messages after ``resume_token`` until ``limit``, or none is waiting."""
+    printed = 0
+    while limit is None or printed < limit:
+        wait = TAIL_WAIT_SECONDS if follow else 0.0
+        message = api.read_stream(*where, resume_token, wait)
+        if message is None:
+            if follow:
+                continue
+            break
+        _print_message(message, json_output)
+        resume_token = message["resumeToken"]
+        printed += 1
+
+
+def _newest_token(api: Client, flow_type: str, flow_id: str, stream: str) -> str:
+    """Return the resume token after which new messages come (empty when there are none)."""
+    newest = api.newest_stream_message(flow_type, flow_id, stream)
+    return "" if newest is None else newest["resumeToken"]
+
+
+def _print_message(message: StreamMessage, json_output: bool) -> None:
+    if json_output:
+        output.emit_json_line(message)
+    else:
+        stamp = output.when(message["createdAt"])
+        output.emit(f"{stamp}{output.GAP}{message['source']}{output.GAP}{_line(message['value'])}")
+
+
+def _line(value: Any) -> str:
+    """Return a value on one line: a string as it is, anything else as compact JSON."""
+    return value if isinstance(value, str) else output.compact(value)
+
+
+def _readable(value: Any) -> str:
+    """Return an RPC output for a person: a string as it is, anything else as indented JSON."""
+    return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the client commands to the ``dexlite`` command ``app``."""
+    app.add_typer(flows)
+    app.command("rpc", epilog=EXIT_CODES)(rpc)
+    app.command("attributes", epilog=EXIT_CODES)(attributes)
+    app.command("channels", epilog=EXIT_CODES)(channels)
+    app.add_typer(streams)

@@ -1,0 +1,284 @@
+"""``dexlite flows ...``: start, describe, wait for, search, stop and read the history of Flows."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from app.cli import output
+from app.cli.client import FlowInfo, HistoryEvent
+from app.cli.common import (
+    DEFAULT_URL,
+    EXIT_CODES,
+    FlowIdArgument,
+    InputOption,
+    JsonOption,
+    RunIdOption,
+    TokenOption,
+    UrlOption,
+    next_page_hint,
+    parse_input,
+    session,
+)
+
+flows = typer.Typer(
+    name="flows",
+    help="Start, describe, wait for, search, stop and read the history of Flows.",
+    epilog=EXIT_CODES,
+    no_args_is_help=True,
+)
+
+PageSizeOption = Annotated[
+    int | None, typer.Option("--page-size", min=1, max=1000, help="Items per page (1 to 1000).")
+]
+PageTokenOption = Annotated[
+    str, typer.Option("--page-token", help="Start at this nextPageToken of an earlier page.")
+]
+
+
+class IdReusePolicy(StrEnum):
+    """What starting a Flow ID that already has runs does."""
+
+    ALLOW_DUPLICATE = "ALLOW_DUPLICATE"
+    ALLOW_DUPLICATE_FAILED_ONLY = "ALLOW_DUPLICATE_FAILED_ONLY"
+    REJECT_DUPLICATE = "REJECT_DUPLICATE"
+    TERMINATE_IF_RUNNING = "TERMINATE_IF_RUNNING"
+
+
+class StopType(StrEnum):
+    """How ``flows stop`` closes a run."""
+
+    CANCEL = "CANCEL"
+    TERMINATE = "TERMINATE"
+    FAIL = "FAIL"
+
+
+def _flow_rows(info: FlowInfo) -> list[tuple[str, str]]:
+    indexed = info["indexedAttributes"]
+    return [
+        ("Flow ID", info["flowId"]),
+        ("Run ID", info["runId"]),
+        ("Flow type", info["flowType"]),
+        ("Status", info["status"]),
+        ("Started", output.when(info["startedAt"])),
+        ("Closed", output.when(info["closedAt"])),
+        ("Parent flow ID", output.text(info["parentFlowId"])),
+        ("Parent run ID", output.text(info["parentRunId"])),
+        ("Indexed attributes", output.compact(indexed) if indexed else output.NONE),
+    ]
+
+
+def _flow_row(info: FlowInfo) -> list[str]:
+    return [
+        info["flowId"],
+        info["flowType"],
+        info["status"],
+        output.when(info["startedAt"]),
+        output.when(info["closedAt"]),
+    ]
+
+
+def _event_row(event: HistoryEvent) -> list[str]:
+    details = output.compact(event["details"]) if event["details"] else output.NONE
+    return [str(event["eventId"]), event["eventType"], output.when(event["at"]), details]
+
+
+@flows.command(epilog=EXIT_CODES)
+def start(
+    flow_type: Annotated[str, typer.Argument(metavar="TYPE", help="The Flow type.")],
+    flow_id: FlowIdArgument,
+    input: InputOption = None,
+    id_reuse_policy: Annotated[
+        IdReusePolicy | None,
+        typer.Option(
+            "--id-reuse-policy",
+            help="What to do when the Flow ID has runs; the server's default: ALLOW_DUPLICATE.",
+        ),
+    ] = None,
+    timeout_seconds: Annotated[
+        float | None,
+        typer.Option("--timeout-seconds", min=0, help="Durable timeout of the run."),
+    ] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option("--request-id", help="An ID of this request, recorded with the start."),
+    ] = None,
+    ignore_already_started: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-already-started",
+            help="Succeed (started: false) when this --request-id started the running run.",
+        ),
+    ] = False,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Start a Flow of TYPE with Flow ID ID (startFlow)."""
+    options: dict[str, Any] = {}
+    if id_reuse_policy is not None:
+        options["idReusePolicy"] = id_reuse_policy.value
+    if timeout_seconds is not None:
+        options["timeoutSeconds"] = timeout_seconds
+    if request_id is not None:
+        options["requestId"] = request_id
+    if ignore_already_started:
+        options["ignoreAlreadyStarted"] = True
+    with session(url, token) as api:
+        body = api.start_flow(flow_type, flow_id, parse_input(input), options)
+    if json_output:
+        output.emit_json(body)
+        return
+    started = "yes" if body["started"] else "no (already started by this request ID)"
+    output.emit(
+        output.pairs([("Flow ID", body["flowId"]), ("Run ID", body["runId"]), ("Started", started)])
+    )
+
+
+@flows.command(epilog=EXIT_CODES)
+def describe(
+    flow_id: FlowIdArgument,
+    run_id: RunIdOption = None,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Show a run's type, status, times and indexed Attributes (describeFlow)."""
+    with session(url, token) as api:
+        info = api.describe_flow(flow_id, run_id)
+    if json_output:
+        output.emit_json(info)
+    else:
+        output.emit(output.pairs(_flow_rows(info)))
+
+
+@flows.command(epilog=EXIT_CODES)
+def result(
+    flow_id: FlowIdArgument,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait", min=0, max=60, help="Seconds to wait for the run to close (0 to 60)."
+        ),
+    ] = 0.0,
+    run_id: RunIdOption = None,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Show a run's status and, once closed, its completions or error (waitForFlow).
+
+    A run still RUNNING when the wait ends is shown as RUNNING; the exit status stays 0.
+    """
+    with session(url, token) as api:
+        body = api.wait_for_flow(flow_id, run_id, wait)
+    if json_output:
+        output.emit_json(body)
+        return
+    rows = [
+        ("Flow ID", body["flowId"]),
+        ("Run ID", body["runId"]),
+        ("Status", body["status"]),
+        ("Error type", output.text(body["errorType"])),
+        ("Error message", output.text(body["errorMessage"])),
+    ]
+    blocks = [output.pairs(rows)]
+    if body["completions"]:
+        completions = [
+            [c["stepType"], c["stepExecutionId"], output.compact(c["output"])]
+            for c in body["completions"]
+        ]
+        blocks.append(output.table(["STEP TYPE", "STEP EXECUTION ID", "OUTPUT"], completions))
+    output.emit("\n\n".join(blocks))
+
+
+@flows.command(epilog=EXIT_CODES)
+def search(
+    query: Annotated[
+        str,
+        typer.Argument(
+            metavar="[QUERY]",
+            help="A filter such as \"FlowType = 'CounterFlow' AND Status = 'RUNNING'\"; "
+            "empty matches every run.",
+        ),
+    ] = "",
+    page_size: PageSizeOption = None,
+    page_token: PageTokenOption = "",
+    all_pages: Annotated[
+        bool, typer.Option("--all", help="Follow nextPageToken and print every page.")
+    ] = False,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """List the runs matching QUERY (searchFlows), one page unless --all."""
+    found: list[FlowInfo] = []
+    with session(url, token) as api:
+        while True:
+            page = api.search_flows(query, page_size, page_token)
+            found.extend(page["flows"])
+            page_token = page["nextPageToken"]
+            if not (all_pages and page_token):
+                break
+    if json_output:
+        output.emit_json({"flows": found, "nextPageToken": page_token})
+    else:
+        headers = ["FLOW ID", "TYPE", "STATUS", "STARTED", "CLOSED"]
+        output.emit(output.table(headers, [_flow_row(info) for info in found]))
+        next_page_hint(page_token)
+
+
+@flows.command(epilog=EXIT_CODES)
+def stop(
+    flow_id: FlowIdArgument,
+    stop_type: Annotated[
+        StopType, typer.Option("--type", help="How to close the run.")
+    ] = StopType.CANCEL,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why; kept with the run.")] = None,
+    run_id: RunIdOption = None,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Stop a running Flow (stopFlow)."""
+    with session(url, token) as api:
+        body = api.stop_flow(flow_id, stop_type.value, reason, run_id)
+    if json_output:
+        output.emit_json(body)
+    else:
+        rows = [("Flow ID", body["flowId"]), ("Run ID", body["runId"]), ("Stop", stop_type.value)]
+        output.emit(output.pairs(rows))
+
+
+@flows.command(epilog=EXIT_CODES)
+def history(
+    flow_id: FlowIdArgument,
+    page_size: Annotated[
+        int | None,
+        typer.Option(
+            "--page-size", min=1, max=1000, help="Print one page of this many events (1 to 1000)."
+        ),
+    ] = None,
+    page_token: PageTokenOption = "",
+    run_id: RunIdOption = None,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Print a run's history, oldest first (getFlowHistory): every page unless --page-size."""
+    events: list[HistoryEvent] = []
+    with session(url, token) as api:
+        while True:
+            page = api.flow_history(flow_id, run_id, page_size, page_token)
+            events.extend(page["events"])
+            page_token = page["nextPageToken"]
+            if page_size is not None or not page_token:
+                break
+    if json_output:
+        output.emit_json({**page, "events": events, "nextPageToken": page_token})
+    else:
+        headers = ["EVENT ID", "TYPE", "AT", "DETAILS"]
+        output.emit(output.table(headers, [_event_row(event) for event in events]))
+        next_page_hint(page_token)

@@ -1,0 +1,128 @@
+"""The ``dexlite`` command itself: ``--help`` on every command, the entry points, and the
+server commands ``serve`` and ``openapi`` on their new command-line library."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from app.cli import dexlite, main
+from tests.cli.running import RUN_SECONDS, Dexlite, command_env
+from tests.server import ROOT, free_port
+from tests.support.backends import backend_independent
+from tests.support.waiting import wait_until
+
+pytestmark = backend_independent("the command line, not the database")
+
+CLIENT_COMMANDS = {
+    ("flows", "start"),
+    ("flows", "describe"),
+    ("flows", "result"),
+    ("flows", "search"),
+    ("flows", "stop"),
+    ("flows", "history"),
+    ("rpc",),
+    ("attributes",),
+    ("channels",),
+    ("streams", "tail"),
+}
+GROUPS = {(), ("flows",), ("streams",)}
+SERVER_COMMANDS = {("serve",), ("openapi",)}
+
+
+def _paths(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Yield the path of ``command`` and of every command under it (a group has ``commands``)."""
+    yield path
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _paths(sub, (*path, name))
+
+
+def test_the_command_tree_is_the_documented_one() -> None:
+    assert set(_paths(get_command(dexlite))) == CLIENT_COMMANDS | GROUPS | SERVER_COMMANDS
+
+
+@pytest.mark.parametrize("path", sorted(CLIENT_COMMANDS | GROUPS | SERVER_COMMANDS))
+def test_help_on_every_command_exits_0(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(dexlite, [*path, "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert f"Usage: dexlite {' '.join(path)}".rstrip() in result.output
+    if path not in SERVER_COMMANDS:
+        assert "Exit codes: 0 success; 1 server error" in result.output
+
+
+@pytest.mark.parametrize("path", sorted(CLIENT_COMMANDS))
+def test_every_client_command_takes_url_token_and_json(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(dexlite, [*path, "--help"], env={"COLUMNS": "120"})
+    for option in ("--url", "--token", "--json", "DEXLITE_URL", "DEXLITE_API_TOKEN"):
+        assert option in result.output
+
+
+def test_python_m_app_cli_and_main_run_the_command() -> None:
+    done = Dexlite({})("--help")
+    assert (done.returncode, done.stderr) == (0, ""), done
+    assert "Usage: dexlite" in done.stdout
+    assert main(["flows", "--help"]) == 0
+    assert main(["flows", "no-such-command"]) == 2
+
+
+def test_pyproject_names_main_as_the_dexlite_script() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '\ndexlite = "app.cli:main"\n' in text
+
+
+def test_openapi_writes_the_committed_document_to_a_file_or_stdout(tmp_path: Path) -> None:
+    committed = (ROOT / "openapi.json").read_text()
+    target = tmp_path / "openapi.json"
+    assert CliRunner().invoke(dexlite, ["openapi", "--output", str(target)]).exit_code == 0
+    assert target.read_text() == committed
+    printed = CliRunner().invoke(dexlite, ["openapi", "-o", "-"])
+    assert (printed.exit_code, printed.output) == (0, committed)
+
+
+def test_serve_serves_the_api_on_the_given_host_and_port(tmp_path: Path) -> None:
+    port = free_port()
+    env = command_env(
+        {
+            "DEXLITE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/dexlite.db",
+            "DEXLITE_BLOB_DIR": str(tmp_path / "blobs"),
+            "DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL",
+            "DEXLITE_PORT": "1",  # --port wins over the setting
+        }
+    )
+    args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    process = subprocess.Popen(
+        [*Dexlite({}).argv(*args), "--no-access-log"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+
+        def ready() -> bool:
+            assert process.poll() is None, process.communicate()
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(ready, within=30, interval=0.05, what="dexlite serve to answer")
+        process.send_signal(signal.SIGINT)
+        stdout, _ = process.communicate(timeout=RUN_SECONDS)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == 0, stdout
+    assert stdout.splitlines()[:2] == [
+        f"dexlite: playground at http://127.0.0.1:{port}/playground/",
+        f"dexlite: database sqlite+aiosqlite:///{tmp_path}/dexlite.db",
+    ]
