@@ -7,6 +7,8 @@ from typing import Any
 from fastapi import APIRouter
 
 from engine import Flow
+from patterns.hash_partitioned_attribute_map import flow as profiles
+from patterns.hash_partitioned_attribute_map import routes as profiles_routes
 from patterns.primitives.attribute import flow as attribute
 from patterns.primitives.attribute import routes as attribute_routes
 from patterns.primitives.channel import flow as channel
@@ -31,6 +33,7 @@ def bundled_flows() -> list[Flow[Any]]:
     """Return a fresh instance of every bundled Flow."""
     return [
         chunked.ChunkedSubscriberFlow(),
+        profiles.CustomerProfileFlow(),
         attribute.AttributeFlow(),
         counter.CounterFlow(),
         shipment.ShipmentFlow(),
@@ -47,6 +50,7 @@ def bundled_routers() -> list[APIRouter]:
     """Return the routers of every bundled example."""
     return [
         chunked_routes.router,
+        profiles_routes.router,
         attribute_routes.router,
         counter_routes.router,
         shipment_routes.router,

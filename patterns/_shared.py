@@ -1,4 +1,5 @@
-"""Pieces every bundled example's routes share: wire bases, the flowId query and starting a Flow.
+"""Pieces the bundled examples' routes share: wire bases, the flowId query, starting a Flow and
+retrying RPC lock conflicts.
 
 The Flow ID's default stays on each route (``flow_id: FlowIdQuery = DEFAULT_FLOW_ID``): FastAPI
 refuses a default inside ``Annotated``, and mypy accepts no computed type in an annotation, so
@@ -7,13 +8,24 @@ one alias serves every module.
 
 from __future__ import annotations
 
+import asyncio
+import random
+import weakref
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from engine import Engine, Flow, FlowAlreadyStartedError, StartFlowOptions
+from engine import (
+    AttributeLock,
+    Engine,
+    Flow,
+    FlowAlreadyStartedError,
+    RPCLockConflictError,
+    StartFlowOptions,
+)
 
 FlowIdQuery = Annotated[
     str, Query(alias="flowId", min_length=1, max_length=256, description="Target Flow ID")
@@ -52,6 +64,12 @@ class StartResponse(Wire):
 
 
 _StartResponseT = TypeVar("_StartResponseT", bound=StartResponse)
+_T = TypeVar("_T")
+
+#: The retry backoff of :func:`retry_lock_conflicts`: an RPC holds a lock for milliseconds, so
+#: the first retry comes soon; the cap keeps a long hold from leaving the lock idle for long.
+FIRST_BACKOFF_SECONDS = 0.002
+MAX_BACKOFF_SECONDS = 0.1
 
 
 def engine_of(request: Request) -> Engine:
@@ -89,3 +107,74 @@ async def start_or_report_running(
         return model(flow_id=flow_id, run_id=exc.run_id or "", started=False)
     response.status_code = status.HTTP_201_CREATED
     return model(flow_id=result.flow_id, run_id=result.run_id, started=True)
+
+
+async def retry_lock_conflicts(
+    request: Request,
+    turn: Hashable,
+    invoke: Callable[[], Awaitable[_T]],
+    *,
+    lock: AttributeLock,
+    flow_id: str,
+    operation: str,
+) -> _T:
+    """Await ``invoke()`` again after each RPC lock conflict, for a bounded time.
+
+    Calls of this app that name the same ``turn`` go one at a time, in arrival order, so a lock
+    passes straight from one to the next instead of going to whoever retries at the right
+    instant. Conflicts with holders elsewhere (another process, a call that bypassed this
+    helper) are retried with full-jitter exponential backoff. The budget is the
+    ``lock_retry_seconds`` setting, waiting for the turn included.
+
+    Args:
+        request: The request whose app holds the settings and the turns.
+        turn: What the calls that contend for the same locks have in common, such as
+            ``("profile-upsert", flow_id, partition)``.
+        invoke: Makes one RPC invocation.
+        lock: The lock a timeout while waiting for the turn reports.
+        flow_id: The Flow ID such a timeout reports.
+        operation: The operation such a timeout reports.
+
+    Returns:
+        The output of the first invocation that got its locks.
+
+    Raises:
+        RPCLockConflictError: The budget ran out (409 with ``Retry-After``).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request.app.state.settings.lock_retry_seconds
+    queue = _turn_lock(request, turn)
+    try:
+        async with asyncio.timeout_at(deadline):
+            await queue.acquire()
+    except TimeoutError:
+        raise RPCLockConflictError(
+            lock.key, "an RPC", flow_id=flow_id, operation=operation
+        ) from None
+    try:
+        backoff = FIRST_BACKOFF_SECONDS
+        while True:
+            try:
+                return await invoke()
+            except RPCLockConflictError:
+                if loop.time() + backoff > deadline:
+                    raise
+                # Full jitter keeps concurrent callers from retrying in lock-step.
+                await asyncio.sleep(random.uniform(0, backoff))
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+    finally:
+        queue.release()
+
+
+def _turn_lock(request: Request, turn: Hashable) -> asyncio.Lock:
+    """Return this app's FIFO lock for ``turn``, kept only while some call holds or awaits it."""
+    turns: weakref.WeakValueDictionary[Hashable, asyncio.Lock] | None = getattr(
+        request.app.state, "lock_conflict_turns", None
+    )
+    if turns is None:
+        turns = weakref.WeakValueDictionary()
+        request.app.state.lock_conflict_turns = turns
+    queue = turns.get(turn)
+    if queue is None:
+        queue = turns[turn] = asyncio.Lock()
+    return queue

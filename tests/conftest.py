@@ -5,14 +5,14 @@ over real apps."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 import engine
 from app.main import config_from_settings, create_app
@@ -109,9 +109,15 @@ async def served_app(
     registry: engine.Registry | None = None,
     *,
     engine_config: engine.EngineConfig | None = None,
+    routers: Sequence[APIRouter] = (),
 ) -> AsyncIterator[ServedApp]:
-    """Yield a started app (lifespan included) with an HTTP client talking to it."""
+    """Yield a started app (lifespan included) with an HTTP client talking to it.
+
+    ``routers`` are mounted too: a bundled example's routes over a Registry of test Flows.
+    """
     app = create_app(settings, registry, engine_config=engine_config)
+    for router in routers:
+        app.include_router(router)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
@@ -146,17 +152,19 @@ def make_app(settings: Settings) -> Callable[..., Any]:
     """Return a factory of started apps (:class:`ServedApp`) over this test's database.
 
     ``engine_config`` replaces the EngineConfig the settings describe (see
-    :func:`manual_clock_config`); other keywords override settings.
+    :func:`manual_clock_config`); ``routers`` are mounted besides the app's own; other keywords
+    override settings.
     """
 
     def factory(
         registry: engine.Registry | None = None,
         *,
         engine_config: engine.EngineConfig | None = None,
+        routers: Sequence[APIRouter] = (),
         **overrides: Any,
     ) -> Any:
         chosen = settings.model_copy(update=overrides) if overrides else settings
-        return served_app(chosen, registry, engine_config=engine_config)
+        return served_app(chosen, registry, engine_config=engine_config, routers=routers)
 
     return factory
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import random
-import weakref
 from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from pydantic import Field
 
-from engine import RPCInvokeOptions, RPCLockConflictError, StartFlowOptions
+from engine import RPCInvokeOptions, StartFlowOptions
 from patterns import _shared
 from patterns._shared import (
     PROBLEM,
@@ -19,6 +16,7 @@ from patterns._shared import (
     RequestBody,
     Wire,
     engine_of,
+    retry_lock_conflicts,
     start_or_report_running,
 )
 from patterns.sequentially_chunked_attribute_map.flow import (
@@ -34,8 +32,6 @@ from patterns.sequentially_chunked_attribute_map.flow import (
 DEFAULT_FLOW_ID = "sequentially-chunked-attribute-map"
 # A declaration used to name the RPCs; it does no I/O.
 FLOW = ChunkedSubscriberFlow()
-FIRST_BACKOFF_SECONDS = 0.002
-MAX_BACKOFF_SECONDS = 0.1
 
 router = APIRouter(
     prefix="/patterns/sequentially-chunked-attribute-map",
@@ -119,49 +115,16 @@ async def register(
 ) -> SubscriberResponse:
     """Append a subscriber; retries RPC lock conflicts with jittered exponential backoff."""
     eng = engine_of(request)
-    budget = request.app.state.settings.lock_retry_seconds
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + budget
     payload = RegisterSubscriberInput(email=body.email, name=body.name)
-    # Callers in this process line up in arrival order, so the lock passes straight from one
-    # to the next instead of going to whoever retries at the right instant. Conflicts with
-    # holders elsewhere (another process, another RPC) are still retried with backoff.
-    turn = _arrival_queue(request, flow_id)
-    try:
-        async with asyncio.timeout_at(deadline):
-            await turn.acquire()
-    except TimeoutError:
-        raise RPCLockConflictError(
-            f"{FLOW.archive_state.name}", "an RPC", flow_id=flow_id, operation="register"
-        ) from None
-    try:
-        backoff = FIRST_BACKOFF_SECONDS
-        while True:
-            try:
-                record = await eng.invoke_rpc(FLOW.register_subscriber, flow_id, payload)
-                return _record(record)
-            except RPCLockConflictError:
-                if loop.time() + backoff > deadline:
-                    raise
-                # Full jitter keeps concurrent callers from retrying in lock-step.
-                await asyncio.sleep(random.uniform(0, backoff))
-                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-    finally:
-        turn.release()
-
-
-def _arrival_queue(request: Request, flow_id: str) -> asyncio.Lock:
-    """Return this app's FIFO lock for registrations to ``flow_id`` (kept while in use)."""
-    queues: weakref.WeakValueDictionary[str, asyncio.Lock] | None = getattr(
-        request.app.state, "chunked_register_queues", None
+    record = await retry_lock_conflicts(
+        request,
+        ("chunked-register", flow_id),
+        lambda: eng.invoke_rpc(FLOW.register_subscriber, flow_id, payload),
+        lock=FLOW.archive_state.lock(),
+        flow_id=flow_id,
+        operation="register",
     )
-    if queues is None:
-        queues = weakref.WeakValueDictionary()
-        request.app.state.chunked_register_queues = queues
-    lock = queues.get(flow_id)
-    if lock is None:
-        lock = queues[flow_id] = asyncio.Lock()
-    return lock
+    return _record(record)
 
 
 @router.get(
