@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Query, Request
 
 import engine
+from app.limits import Limits
 
 
 async def get_engine(request: Request) -> engine.Engine:
@@ -34,3 +35,11 @@ PageTokenQuery = Annotated[
         description="A nextPageToken of the same listing; anything else is 400 INVALID_PAGE_TOKEN.",
     ),
 ]
+
+
+async def get_limits(request: Request) -> Limits:
+    """Return the limits in force (from the settings)."""
+    return request.app.state.limits  # type: ignore[no-any-return]
+
+
+LimitsDep = Annotated[Limits, Depends(get_limits)]

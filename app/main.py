@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 import engine
 from app import problems
 from app.errors import install_error_handlers
+from app.limits import Limits, check_parameters
 from app.logs import RequestIDMiddleware, configure_logging
 from app.metrics import HTTPMetricsMiddleware, Metrics
 from app.middleware import BearerAuthMiddleware, BodyLimitMiddleware
@@ -113,6 +114,7 @@ def create_app(
             await eng.close()
 
     app = FastAPI(
+        dependencies=[Depends(check_parameters)],
         title="dexlite",
         version=VERSION,
         summary="A durable flow engine: Flows, Steps, Attributes, RPCs and locks over REST.",
@@ -121,6 +123,15 @@ def create_app(
     app.state.settings = settings
     app.state.engine = None
     app.state.metrics = metrics
+    app.state.limits = Limits(
+        max_id_length=settings.max_id_length,
+        max_value_bytes=settings.max_value_bytes,
+        max_query_length=settings.max_query_length,
+        max_query_depth=settings.max_query_depth,
+        max_names_per_read=settings.max_names_per_read,
+        max_page_size=settings.max_page_size,
+        max_wait_seconds=settings.max_wait_seconds,
+    )
     install_error_handlers(app)
     app.include_router(flows.router)
     app.include_router(state.router)

@@ -86,6 +86,11 @@ def problem_schema() -> dict[str, Any]:
                 "type": "string",
                 "description": "RPC_HANDLER_ERROR: the type of the error the handler raised.",
             },
+            "limit": {
+                "type": "string",
+                "description": "INVALID_ARGUMENT over a limit: the setting that sets it, "
+                "e.g. `DEXLITE_MAX_VALUE_BYTES`.",
+            },
             "retryable": {
                 "type": "boolean",
                 "description": "RESOURCE_EXHAUSTED: false when the request can never fit.",

@@ -40,6 +40,30 @@ class Settings(BaseSettings):
         description="`dexlite serve`: on SIGTERM, how long in-flight requests get to finish "
         "before open long polls are cut and the engine closes.",
     )
+    max_id_length: int = Field(
+        256, ge=1, le=256, description="Longest Flow ID or run ID a request may name."
+    )
+    max_value_bytes: int = Field(
+        1024 * 1024,
+        ge=1,
+        description="Largest single value in a request, as JSON: a Flow or RPC input, an "
+        "Attribute value, a Channel message.",
+    )
+    max_query_length: int = Field(
+        4096, ge=1, le=4096, description="Longest SearchFlows query (at most 4096)."
+    )
+    max_query_depth: int = Field(
+        16, ge=1, le=16, description="Deepest nesting of parentheses in a query (at most 16)."
+    )
+    max_names_per_read: int = Field(
+        100, ge=1, description="Most names one GetAttributes may ask for."
+    )
+    max_page_size: int = Field(
+        1000, ge=1, le=1000, description="Largest pageSize of any listing (at most 1000)."
+    )
+    max_wait_seconds: float = Field(
+        60.0, gt=0, le=60, description="Longest waitSeconds of any long poll (at most 60)."
+    )
     log_format: Literal["text", "json"] = Field(
         "text",
         description="json: one JSON object per log line, with requestId, flowId and runId, "

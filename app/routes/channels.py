@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from app.deps import EngineDep, PageSizeQuery, PageTokenQuery, RunIdQuery
+from app.deps import EngineDep, LimitsDep, PageSizeQuery, PageTokenQuery, RunIdQuery
 from app.errors import responses
+from app.limits import check_value_size
 from app.schemas import (
     ChannelInfoResponse,
     ChannelMessageResponse,
@@ -92,8 +93,10 @@ async def publish_to_channel(
     channel: str,
     body: PublishBody,
     eng: EngineDep,
+    limits: LimitsDep,
 ) -> PublishResponse:
     """Publish a message to a Channel of the Flow's active run; Steps waiting on it see it."""
+    check_value_size(limits, body.value, "value")
     message_id = await eng.publish_to_channel(flowId, channel, body.value, instance=body.instance)
     return PublishResponse(message_id=message_id)
 

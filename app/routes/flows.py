@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Response, status
 
 import engine
-from app.deps import EngineDep, PageSizeQuery, PageTokenQuery, RunIdQuery
+from app.deps import EngineDep, LimitsDep, PageSizeQuery, PageTokenQuery, RunIdQuery
 from app.errors import responses
+from app.limits import check_value_size, check_values_size
 from app.schemas import (
     CompletionResponse,
     FlowInfoResponse,
@@ -38,9 +39,13 @@ router = APIRouter(prefix="/api/v1/flows", tags=["flows"])
         **responses(400, 404, 409, 422),
     },
 )
-async def start_flow(body: StartFlowBody, eng: EngineDep, response: Response) -> StartFlowResponse:
+async def start_flow(
+    body: StartFlowBody, eng: EngineDep, limits: LimitsDep, response: Response
+) -> StartFlowResponse:
     """Start a Flow run; its initial Attributes commit with the start."""
     opts = body.options
+    check_value_size(limits, body.input, "input")
+    check_values_size(limits, opts.initial_attributes, "options.initialAttributes")
     result = await eng.start_flow(
         body.flow_type,
         body.flow_id,

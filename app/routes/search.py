@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.deps import EngineDep
+from app.deps import EngineDep, LimitsDep
 from app.errors import responses
+from app.limits import check_wait
 from app.schemas import (
     AttributeMatchBody,
     AttributeMatchResponse,
@@ -66,6 +67,7 @@ async def wait_for_attribute_match(
     flowId: str,
     body: AttributeMatchBody,
     eng: EngineDep,  # noqa: N803
+    limits: LimitsDep,
 ) -> AttributeMatchResponse:
     """Wait until an Attribute, or one AttributeMap instance, of the active run matches.
 
@@ -74,6 +76,7 @@ async def wait_for_attribute_match(
     Errors: 400 INVALID_ARGUMENT (hard-delete Attributes, object values, non-finite numbers,
     GT/GE/LT/LE on non-numeric values), 404 FLOW_NOT_ACTIVE_OR_NOT_FOUND (closed or missing).
     """
+    check_wait(limits, body.wait_seconds)
     match = await eng.wait_for_attribute_match(
         flowId,
         body.name,

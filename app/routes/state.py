@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query
 
 import engine
-from app.deps import EngineDep
+from app.deps import EngineDep, LimitsDep
 from app.errors import responses
+from app.limits import check_value_size, check_values_size
 from app.schemas import (
     AttributesResponse,
     InvokeRpcBody,
@@ -47,9 +48,11 @@ async def invoke_rpc(
     flowId: str,  # noqa: N803
     rpcName: str,  # noqa: N803
     eng: EngineDep,
+    limits: LimitsDep,
     body: Annotated[InvokeRpcBody, Body(default_factory=InvokeRpcBody)],
 ) -> InvokeRpcResponse:
     """Invoke an RPC of the Flow's current run (or the given run)."""
+    check_value_size(limits, body.input, "input")
     opts = body.options
     options = engine.RPCInvokeOptions(
         load_attribute_map_instances=tuple(
@@ -96,7 +99,9 @@ async def set_attributes(
     flowId: str,
     body: SetAttributesBody,
     eng: EngineDep,  # noqa: N803
+    limits: LimitsDep,
 ) -> SetAttributesResponse:
     """Write Attributes of the active run; on a closed run only erase hard-delete values."""
+    check_values_size(limits, body.values, "values")
     flow_id, run_id = await eng.set_attributes(flowId, body.values, body.run_id)
     return SetAttributesResponse(flow_id=flow_id, run_id=run_id)
