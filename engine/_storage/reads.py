@@ -113,14 +113,15 @@ async def load_run(db: Database, flow_id: str, run_id: str | None = None) -> Run
     return _run_from(row) if row is not None else None
 
 
-# Statements are built once per shape (which names, maps, instances and queues) and reused:
-# building a union of selects costs more than running it.
-@lru_cache(maxsize=512)
 def _null_like(column: Any) -> Any:
     """A NULL of ``column``'s type."""
     return cast(null(), column.type)
 
 
+# Statements are built once per shape (which names, maps, instances and queues) and reused:
+# building a union of selects costs more than running it (about 0.4 ms here, against one
+# read of ~0.1 ms). A test keeps this cache in place.
+@lru_cache(maxsize=512)
 def _snapshot_statement(by_run_id: bool, plan: LoadPlan) -> Any:
     target = _target_run(by_run_id)
     run_cols = [t.runs.c[c] for c in _RUN_COLUMNS]
