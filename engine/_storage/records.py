@@ -233,6 +233,9 @@ class QueuedStep:
     returned: bool = False
     #: A retry's lock keys (attempt above 1), recorded with it: see ``rows.requeue_step``.
     held_locks: tuple[str, ...] = ()
+    #: The ID was given by the commit that creates the execution: when that commit is
+    #: replayed (its group commit rolled back for a neighbour's failure), it numbers it again.
+    numbered: bool = False
 
     @property
     def keeps_locks(self) -> bool:

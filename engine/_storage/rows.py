@@ -329,10 +329,12 @@ def insert_steps(conn: Connection, steps: Iterable[QueuedStep], now: int) -> Non
     """Create pending Step executions, numbering each ``<StepType>-<n>`` within its run.
 
     A step created by the runtime has no ID yet; it gets it here (set on the record, which the
-    commit's result carries on).
+    commit's result carries on). A unit may run twice (replayed after its batch rolled back):
+    the IDs it gave the first time are given again, from the per-run counters, which the
+    rollback put back.
     """
     steps = list(steps)
-    _number(conn, [s for s in steps if not s.id])
+    _number(conn, [s for s in steps if not s.id or s.numbered])
     rows = [
         {
             "id": s.id,
@@ -367,6 +369,7 @@ def _number(conn: Connection, steps: list[QueuedStep]) -> None:
         ).scalar_one()
         for n, step in enumerate(group, start=last - len(group) + 1):
             step.id = f"{run_id}:{step_type}-{n}"
+            step.numbered = True
 
 
 def _count_statement(conn: Connection) -> Any:
