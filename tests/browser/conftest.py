@@ -13,6 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from tests.browser.watch import forget, watch
 from tests.server import ServerProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -27,6 +28,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 DESKTOP = {"width": 1400, "height": 1000}
+# The widths the screenshots are taken at: a laptop and a phone.
+LAPTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="module")
@@ -60,18 +64,28 @@ def browser() -> Iterator[Browser]:
             browser.close()
 
 
-def _open_page(browser: Browser, server: str, viewport: dict[str, int]) -> Iterator[Page]:
-    context = browser.new_context(base_url=server, viewport=viewport)  # type: ignore[arg-type]
+def _open_page(
+    browser: Browser, server: str, viewport: dict[str, int], color_scheme: str = "light"
+) -> Iterator[Page]:
+    context = browser.new_context(
+        base_url=server,
+        viewport=viewport,  # type: ignore[arg-type]
+        color_scheme=color_scheme,  # type: ignore[arg-type]
+    )
     context.set_default_timeout(5_000)
     page = context.new_page()
-    # An uncaught exception in app.js fails the test even when the assertions passed.
+    # An uncaught exception in the page's modules, a console error, a failed request or an
+    # error answer the test did not provoke fails the test even when the assertions passed.
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    watch(page)
     try:
         yield page
     finally:
         context.close()
+        problems = forget(page).problems
     assert not errors, f"JavaScript errors on the page: {errors}"
+    assert not problems, f"The page met problems: {problems}"
 
 
 @pytest.fixture
@@ -84,3 +98,21 @@ def page(browser: Browser, server: str) -> Iterator[Page]:
 def narrow_page(browser: Browser, server: str) -> Iterator[Page]:
     """Return a fresh page 375 CSS pixels wide, the width of a small phone."""
     yield from _open_page(browser, server, {"width": 375, "height": 812})
+
+
+@pytest.fixture
+def laptop_page(browser: Browser, server: str) -> Iterator[Page]:
+    """Return a fresh page 1280 CSS pixels wide."""
+    yield from _open_page(browser, server, LAPTOP)
+
+
+@pytest.fixture
+def phone_page(browser: Browser, server: str) -> Iterator[Page]:
+    """Return a fresh page 390 CSS pixels wide, the width of a common phone."""
+    yield from _open_page(browser, server, PHONE)
+
+
+@pytest.fixture
+def dark_page(browser: Browser, server: str) -> Iterator[Page]:
+    """Return a fresh desktop-sized page whose browser prefers a dark colour scheme."""
+    yield from _open_page(browser, server, DESKTOP, color_scheme="dark")

@@ -10,6 +10,7 @@ import httpx
 from playwright.sync_api import Page, expect
 
 from tests.browser.test_playground import open_route, send
+from tests.browser.watch import allow_status
 
 STREAM = "/primitives/stream"
 MESSAGES = "#live-stream .stream-message"
@@ -140,6 +141,7 @@ def test_the_report_example_starts_and_stops_from_the_page(page: Page) -> None:
     page.get_by_role("link", name=re.compile("Stop the report")).click()
     status, again = send(page)
     assert (status, again) == (200, {"stopped": False})
+    allow_status(page, 404, "/primitives/rpc-canceling-steps/stop")
     fill(page, flowId="browser-report-missing")
     status, missing = send(page)
     assert (status, missing["code"]) == (404, "FLOW_NOT_ACTIVE_OR_NOT_FOUND")

@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 from playwright.sync_api import Page, expect
 
+from tests.browser.watch import allow_status
+
 CATALOG = Path(__file__).resolve().parents[2] / "playground" / "catalog.json"
 EXAMPLE = "sequentially-chunked-attribute-map"
 PREFIX = f"/patterns/{EXAMPLE}"
@@ -188,6 +190,7 @@ def test_start_register_and_list_show_real_responses_and_flow_state(page: Page) 
 
 
 def test_register_before_start_shows_the_problem_code(page: Page) -> None:
+    allow_status(page, 404, f"{PREFIX}/register")
     open_route(page, REGISTER)
     page.get_by_label("flowId").fill("browser-never-started")
     status, body = send(page)
@@ -202,6 +205,8 @@ def test_register_before_start_shows_the_problem_code(page: Page) -> None:
 
 def test_malformed_page_token_shows_invalid_page_token(page: Page, api: httpx.Client) -> None:
     start_flow(api, "browser-bad-token")
+    allow_status(page, 400, f"{PREFIX}/subscribers")
+    allow_status(page, 404, f"{PREFIX}/subscribers")
     open_route(page, SUBSCRIBERS)
     page.get_by_label("flowId").fill("browser-bad-token")
     page.get_by_label("pageToken").fill("not-a-token")

@@ -10,6 +10,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.test_live_stream import fill
 from tests.browser.test_playground import open_route, send
+from tests.browser.watch import allow_status
 
 KEY = "sk-browser-not-a-real-key"
 CHANNEL = "/primitives/channel"
@@ -120,6 +121,7 @@ def test_the_channel_example_moves_a_queued_message_and_shows_both_queues(page: 
 
     page.get_by_role("link", name=re.compile("Move a message")).click()
     fill(page, messageId=ids[0])
+    allow_status(page, 404, f"{CHANNEL}/move")
     status, refused = send(page)
     assert (status, refused["code"]) == (404, "CHANNEL_MESSAGE_NOT_FOUND")
     expect(page.locator("#problem-code")).to_have_text("CHANNEL_MESSAGE_NOT_FOUND")
