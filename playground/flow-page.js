@@ -78,7 +78,10 @@ async function load() {
   ]);
   if (seq !== page.seq) return;
   renderRuns(runs.data, run);
-  renderSummary(run, result, children);
+  // The run's input is in its first event, FLOW_STARTED, on the first page of its history.
+  const started = history.ok ? history.data.events.find((e) => e.eventType === "FLOW_STARTED")
+    : undefined;
+  renderSummary(run, result, children, started ? started.details.input : undefined);
   renderAttributes(attrs);
   renderChannels(channels);
   page.events = history.ok ? history.data.events : [];
@@ -126,8 +129,8 @@ function renderRuns(data, shown) {
     (data.nextPageToken ? `: the newest ${RUNS_SHOWN} are listed.` : ", newest first.");
 }
 
-// Fill the summary: status, type, run, times, result or error, parent and children.
-function renderSummary(run, result, children) {
+// Fill the summary: status, type, run, times, input, result or error, parent and children.
+function renderSummary(run, result, children, input) {
   const rows = [];
   // Add one term and its value to the list.
   const add = (term, ...value) => rows.push(el("dt", {}, term), el("dd", {}, ...value));
@@ -138,6 +141,10 @@ function renderSummary(run, result, children) {
   add("Closed", run.closedAt ? timeEl(run.closedAt, dateTimeOf(run.closedAt)) : "— (running)");
   const end = run.closedAt ? Date.parse(run.closedAt) : Date.now();
   add(run.closedAt ? "Duration" : "Running for", durationText(end - Date.parse(run.startedAt)));
+  if (input !== undefined) {
+    add("Input", input === null ? "null (no input)"
+      : el("pre", { class: "json" }, JSON.stringify(input, null, 2)));
+  }
   if (!result.ok) add("Result", problemText(result));
   else if (result.data.errorType || result.data.errorMessage) {
     add("Error", el("strong", { class: "error-text" }, result.data.errorType ?? run.status),

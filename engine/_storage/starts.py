@@ -6,6 +6,8 @@ one Flow ID serialize; a new Flow ID is claimed with an insert that cannot colli
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import replace
 
 from sqlalchemy import Connection
@@ -63,6 +65,8 @@ def insert_run(
         event = {
             "flowType": request.flow_type,
             "requestId": request.request_id,
+            # The run's input, as stored (explorers show it; bytes keep their marker).
+            "input": json.loads(request.input),
             "initialAttributes": rows.written_keys(request.writes),
         }
         rows.add_history(conn, request.run_id, [(HistoryEventType.FLOW_STARTED, event)], now)

@@ -122,3 +122,15 @@ async def test_readyz_is_a_503_problem_until_the_engine_has_started() -> None:
         response = await client.get("/readyz")
         assert_problem(response, 503, "UNAVAILABLE")
         assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_the_flow_started_event_carries_the_run_input(make_client: Any) -> None:
+    async with make_client() as client:
+        started = await client.post(
+            "/primitives/timer/start", params={"flowId": "with-input"}, json={"seconds": 0.25}
+        )
+        assert started.status_code == 201, started.text
+        history = await client.get("/api/v1/flows/with-input/history", params={"pageSize": 1})
+        first = history.json()["events"][0]
+    assert first["eventType"] == "FLOW_STARTED"
+    assert first["details"]["input"] == {"seconds": 0.25}

@@ -161,6 +161,7 @@ def test_the_flow_page_draws_one_bar_per_step_execution_and_lists_its_events(
     expect(summary).to_contain_text("COMPLETED")
     expect(summary).to_contain_text(started["runId"])
     expect(summary).to_contain_text('"stepExecutionId": "FinishCounting-1"')
+    expect(summary).to_contain_text("null (no input)")  # CounterFlow starts without one
     expect(page.locator("#fx-attributes")).to_contain_text('"counter": 2')
 
     # Two holds and the finish: three Step executions, each closed; four RPC commits.
