@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 TS_DIR := tests/contract/ts
 TS_STAMP := $(TS_DIR)/node_modules/.installed-stamp
 
-.PHONY: install serve test bench openapi lint clean
+.PHONY: install serve test bench soak openapi lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,13 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(PY) -m bench
+
+# Not part of `make test`: one server on 127.0.0.1 under mixed load for SOAK_MINUTES, then a
+# check of every acknowledged write, the errors seen and the server's peak RSS.
+SOAK_MINUTES ?= 10
+
+soak: $(STAMP)
+	$(PY) -m bench.soak --minutes $(SOAK_MINUTES)
 
 openapi: install
 	$(VENV)/bin/dexlite openapi --output openapi.json

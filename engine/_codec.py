@@ -7,6 +7,7 @@ travel as ``{"$bytes": "<base64>"}``; everything else uses pydantic's JSON mode.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import math
 import re
@@ -67,10 +68,18 @@ def to_jsonable(value: Any) -> Any:
 
 
 def from_jsonable(data: Any) -> Any:
-    """Undo the bytes marker in plain JSON data."""
+    """Undo the bytes marker in plain JSON data; a marker that is not base64 is refused."""
     if isinstance(data, dict):
         if len(data) == 1 and BYTES_MARKER in data and isinstance(data[BYTES_MARKER], str):
-            return base64.b64decode(data[BYTES_MARKER])
+            text = data[BYTES_MARKER]
+            try:
+                decoded = base64.b64decode(text, validate=True)
+            except (binascii.Error, ValueError):
+                decoded = None
+            # Only the spelling encode writes: other spellings would store other bytes.
+            if decoded is None or base64.b64encode(decoded).decode("ascii") != text:
+                raise InvalidArgumentError(f"{{{BYTES_MARKER!r}: ...}} must hold base64 text")
+            return decoded
         return {k: from_jsonable(v) for k, v in data.items()}
     if isinstance(data, list):
         return [from_jsonable(v) for v in data]
@@ -161,8 +170,31 @@ def encode(value: Any, value_type: Any = None) -> str:
             raise InvalidArgumentError("numbers must be finite (no NaN or infinity)") from None
         if _LONG_DIGITS.search(text):
             to_jsonable(data)  # only long digit runs can be an int64 overflow: check exactly
-        return text
-    return json.dumps(to_jsonable(value), separators=(",", ":"), allow_nan=False)
+        return _whole_unicode(text)
+    return _whole_unicode(json.dumps(to_jsonable(value), separators=(",", ":"), allow_nan=False))
+
+
+def _whole_unicode(text: str) -> str:
+    """Return the JSON text unless a string in it holds a lone surrogate, which JSON can
+    spell (``"\\ud800"``) but no reader can take back: refuse it."""
+    if "\\ud" in text:  # surrogates are escaped: only then can one be alone
+        _check_strings(json.loads(text))
+    return text
+
+
+def _check_strings(data: Any) -> None:
+    if isinstance(data, str):
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgumentError("text must be valid Unicode (no lone surrogates)") from None
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            _check_strings(key)
+            _check_strings(value)
+    elif isinstance(data, list):
+        for value in data:
+            _check_strings(value)
 
 
 def decode(value_type: Any, text: str) -> Any:

@@ -7,6 +7,7 @@ stages writes until the handler's result commits.
 from __future__ import annotations
 
 import enum
+import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -85,6 +86,10 @@ def check_instance_key(instance: Any, what: str = "instance") -> str:
         raise InvalidArgumentError(f"{what} must be a non-blank string", field=what)
     if "/" in instance:
         raise InvalidArgumentError(f"{what} {instance!r} must not contain '/'", field=what)
+    if any(unicodedata.category(c) == "Cc" for c in instance):
+        raise InvalidArgumentError(
+            f"{what} {instance!r} must not contain control characters", field=what
+        )
     try:
         instance.encode("utf-8")
     except UnicodeEncodeError:

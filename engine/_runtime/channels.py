@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +14,7 @@ from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec
 from engine._storage import commits, reads
 from engine._storage.records import ChannelDeletion, ChannelPublication, LoadPlan, RunInfo
+from engine._tokens import seal, unseal
 from engine.attribute import check_instance_key
 from engine.channel import ChannelMessage, _Channel, check_message_id
 from engine.clock import Clock, to_micros
@@ -181,19 +180,19 @@ class ChannelCalls:
 
 def _encode_token(run_id: str, queue: str, seq: int) -> str:
     raw = json.dumps({"r": run_id, "q": queue, "s": seq}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return seal(raw)
 
 
 def _decode_token(token: str, run_id: str, queue: str) -> int:
     if not token:
         return 0
     try:
-        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        data = json.loads(unseal(token))
         seq = data["s"]
         if data["r"] != run_id or data["q"] != queue or not isinstance(seq, int) or seq < 0:
             raise ValueError
         return seq
-    except (ValueError, KeyError, TypeError, binascii.Error):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise InvalidPageTokenError(
             "pageToken is malformed or belongs to another run or Channel", field="pageToken"
         ) from None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from datetime import UTC, datetime
 
 from engine._ids import to_datetime
 from engine._runtime.ports import Database
 from engine._storage import reads
+from engine._tokens import seal, unseal
 from engine.errors import FlowNotFoundError, InvalidArgumentError, InvalidPageTokenError
 from engine.results import HistoryEvent, HistoryPage
 
@@ -40,7 +40,7 @@ async def history_page(
 def encode_token(run_id: str, last_id: int, seen: int) -> str:
     """Return an opaque token for the history page after ``last_id``."""
     raw = json.dumps({"r": run_id, "a": last_id, "n": seen}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return seal(raw)
 
 
 def decode_token(token: str, run_id: str) -> tuple[int, int]:
@@ -48,15 +48,14 @@ def decode_token(token: str, run_id: str) -> tuple[int, int]:
     if not token:
         return 0, 0
     try:
-        padded = token + "=" * (-len(token) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        data = json.loads(unseal(token))
         after, seen = data["a"], data["n"]
         if data["r"] != run_id or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (after, seen)
         ):
             raise ValueError
         return after, seen
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise InvalidPageTokenError(
             "pageToken is malformed or belongs to another run", field="pageToken"
         ) from None

@@ -7,7 +7,6 @@ one Flow ID serialize; a new Flow ID is claimed with an insert that cannot colli
 from __future__ import annotations
 
 import json
-
 from dataclasses import replace
 
 from sqlalchemy import Connection

@@ -6,10 +6,9 @@ token starts at the retained head and an old page token yields an empty page.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 
+from engine._tokens import seal, unseal
 from engine.errors import InvalidArgumentError
 
 RESUME, PAGE = "r", "p"
@@ -24,7 +23,7 @@ def binding(flow_type: str, flow_id: str, name: str) -> str:
 def encode_token(kind: str, epoch: str, seq: int, binding: str) -> str:
     """Return an opaque token of ``kind`` for sequence ``seq``."""
     raw = f"{kind}.{epoch}.{seq}.{binding}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return seal(raw)
 
 
 def decode_token(
@@ -32,12 +31,12 @@ def decode_token(
 ) -> tuple[str, int]:
     """Return (epoch, sequence) of a token issued for this Flow type, Flow ID and Stream."""
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        raw = unseal(token).decode()
         found_kind, epoch, seq_text, found_binding = raw.split(".")
         seq = int(seq_text)
         if found_kind != kind or seq < 0 or not seq_text.isdigit():
             raise ValueError
-    except (ValueError, UnicodeDecodeError, binascii.Error):
+    except (ValueError, UnicodeDecodeError):
         raise error(f"{field} is malformed", field=field) from None
     if found_binding != binding:
         raise error(f"{field} was issued for another Flow type, Flow ID or Stream", field=field)

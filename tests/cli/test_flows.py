@@ -162,7 +162,8 @@ def test_history_prints_every_page_oldest_first(
     assert [r["EVENT ID"] for r in rows] == [str(n) for n in range(1, increments + 2)]
     assert rows[0]["TYPE"] == "FLOW_STARTED"
     assert (
-        rows[0]["DETAILS"] == '{"flowType":"CounterFlow","requestId":null,"initialAttributes":[]}'
+        rows[0]["DETAILS"]
+        == '{"flowType":"CounterFlow","requestId":null,"input":null,"initialAttributes":[]}'
     )
     assert {r["TYPE"] for r in rows[1:]} == {"RPC_COMMITTED"}
     assert rows[1]["DETAILS"].startswith('{"rpc":"increment","attributes":["counter"]')

@@ -9,8 +9,6 @@ values the query's order needs, is rejected with InvalidPageTokenError.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 from collections.abc import Sequence
@@ -19,6 +17,7 @@ from typing import Any
 from sqlalchemy import and_, literal, or_, tuple_
 
 from engine._storage.search.compiler import OrderKey
+from engine._tokens import seal, unseal
 from engine.errors import InvalidPageTokenError
 
 MAX_TOKEN_LENGTH = 2048
@@ -35,7 +34,7 @@ def query_digest(text: str, scope: str | None = None) -> str:
 def encode_token(digest: str, position: Sequence[Any]) -> str:
     """Return the token for the page after the run whose sort-key values are ``position``."""
     raw = json.dumps({"v": _VERSION, "q": digest, "p": list(position)}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    return seal(raw.encode())
 
 
 def decode_token(token: str, digest: str, order: Sequence[OrderKey]) -> list[Any] | None:
@@ -45,9 +44,8 @@ def decode_token(token: str, digest: str, order: Sequence[OrderKey]) -> list[Any
     if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH:
         raise _invalid("pageToken is malformed")
     try:
-        padded = token + "=" * (-len(token) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-    except (ValueError, UnicodeError, binascii.Error):
+        data = json.loads(unseal(token))
+    except (ValueError, UnicodeError, RecursionError):
         raise _invalid("pageToken is malformed") from None
     if not isinstance(data, dict) or data.get("v") != _VERSION:
         raise _invalid("pageToken is malformed")
