@@ -145,8 +145,9 @@ async def _run(quick: bool) -> dict[str, Any]:
                 got = await eng.get_attributes(
                     f"chunked-{count}", ["SubscriberArchiveState", "SubscriberChunks/current"]
                 )
-                state = got.values["SubscriberArchiveState"]
-                current = got.values["SubscriberChunks/current"]
+                # Named reads come back typed: compare their JSON forms.
+                state = engine.to_json_data(got.values["SubscriberArchiveState"])
+                current = engine.to_json_data(got.values["SubscriberChunks/current"])
                 expected = count + done
                 checks[f"chunked@{count}"] = {
                     "next_sequence": state["nextSequence"],
@@ -158,7 +159,7 @@ async def _run(quick: bool) -> dict[str, Any]:
                 }
                 done = WARMUP + len(runs[f"naive@{count}"])
                 got = await eng.get_attributes(f"naive-{count}", ["Subscribers"])
-                records = got.values["Subscribers"]
+                records = engine.to_json_data(got.values["Subscribers"])
                 checks[f"naive@{count}"] = {
                     "records": len(records),
                     "expected_records": count + done,
