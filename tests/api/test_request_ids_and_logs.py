@@ -44,7 +44,9 @@ def test_json_logs_name_the_request_and_the_flow_and_no_secret(tmp_path: Path) -
             started = client.post(
                 "/primitives/attribute/start",
                 params={"flowId": "logged-flow"},
-                json={"modelApiKey": HARD_DELETE_VALUE, "waitSeconds": 0},
+                # A long wait: the Step deletes the key once its wait ends, and the read below
+                # must find it.
+                json={"modelApiKey": HARD_DELETE_VALUE, "waitSeconds": 600},
                 headers={"X-Request-ID": "start-1"},
             )
             assert started.status_code == 201, started.text
