@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 import engine
-from app.problems import STATUS_BY_BASE, TITLES, type_uri
+from app.problems import TITLES, base_status, type_uri
 
 log = logging.getLogger("dexlite.api")
 
@@ -22,10 +22,8 @@ RETRY_AFTER_SECONDS = 1
 
 def status_and_code(error: engine.EngineError) -> tuple[int, str]:
     """Return the HTTP status and problem code for an engine error."""
-    for base, status in STATUS_BY_BASE:
-        if isinstance(error, base):
-            return status, error.code
-    return 500, "INTERNAL"
+    status = base_status(type(error))
+    return (status, error.code) if status is not None else (500, "INTERNAL")
 
 
 def problem(

@@ -19,6 +19,7 @@ import uuid
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -88,8 +89,6 @@ def _flow_of(scope: Scope) -> dict[str, str]:
         found["flowId"] = params["flowId"]
     query = scope.get("query_string", b"").decode("latin-1")
     if query:
-        from urllib.parse import parse_qs
-
         parsed = parse_qs(query)
         for name in ("flowId", "runId"):
             if name not in found and parsed.get(name):

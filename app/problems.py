@@ -101,12 +101,17 @@ def type_uri(code: str) -> str:
     return f"{PROBLEMS_PATH}/{code.lower().replace('_', '-')}"
 
 
-def status_of(error_class: type[engine.EngineError]) -> int:
-    """Return the HTTP status an engine error class answers with."""
+def base_status(error_class: type[engine.EngineError]) -> int | None:
+    """Return the HTTP status of the first base in STATUS_BY_BASE the class derives from."""
     for base, status in STATUS_BY_BASE:
         if issubclass(error_class, base):
             return status
-    return 500
+    return None
+
+
+def status_of(error_class: type[engine.EngineError]) -> int:
+    """Return the HTTP status an engine error class answers with (500 outside every base)."""
+    return base_status(error_class) or 500
 
 
 def _engine_error_classes() -> list[type[engine.EngineError]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
+import engine
 from app.deps import EngineDep
 from app.metrics import CONTENT_TYPE
 from app.schemas import FlowTypeInfo, FlowTypesResponse, HealthResponse
@@ -37,8 +38,7 @@ async def health() -> HealthResponse:
 )
 async def ready(request: Request) -> HealthResponse:
     """Report that the engine is started and serving."""
-    if getattr(request.app.state, "engine", None) is None:
-        raise HTTPException(503, "the engine is not started")
+    _started_engine(request)
     return HealthResponse(status="ready")
 
 
@@ -58,8 +58,13 @@ async def ready(request: Request) -> HealthResponse:
 async def metrics(request: Request) -> Response:
     """Serve the Prometheus metrics: RPCs, lock conflicts, Step attempts and queue, commits,
     timers, open runs, Stream Store bytes and HTTP requests."""
-    eng = getattr(request.app.state, "engine", None)
+    body = await request.app.state.metrics.render(_started_engine(request))
+    return Response(body, media_type=CONTENT_TYPE)
+
+
+def _started_engine(request: Request) -> engine.Engine:
+    """Return the app's Engine once its lifespan has started it (recovery done), else 503."""
+    eng: engine.Engine | None = getattr(request.app.state, "engine", None)
     if eng is None:
         raise HTTPException(503, "the engine is not started")
-    body = await request.app.state.metrics.render(eng)
-    return Response(body, media_type=CONTENT_TYPE)
+    return eng
