@@ -73,7 +73,7 @@ class FlowQueries:
 
     async def describe(self, flow_id: str, run_id: str | None) -> FlowInfo:
         """Return the latest (or given) run of ``flow_id`` with its search values."""
-        found = await search.load_flow_info(self._database.reader(), flow_id, run_id)
+        found = await search.load_flow_info(self._database, flow_id, run_id)
         if found is None:
             raise FlowNotFoundError(
                 f"Flow {flow_id} was not found", flow_id=flow_id, operation="describeFlow"
@@ -91,7 +91,7 @@ class FlowQueries:
         ):
             raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
         result = await search.search_runs(
-            self._database.reader(),
+            self._database,
             query,
             self._registry.index_key_types(),
             page_size=page_size,

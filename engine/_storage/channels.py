@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from engine._storage import tables as t
+from engine._storage.prepared import Prepared
 from engine._storage.records import Phase, QueuedStep, StepState
 from engine._storage.rows import requeue_step
 
@@ -18,18 +19,20 @@ _se = t.step_executions
 
 
 _cm = t.channel_messages
-_INSERT_MESSAGES = insert(_cm)
-_DELETE_MESSAGE = delete(_cm).where(
-    _cm.c.run_id == bindparam("r"),
-    _cm.c.channel == bindparam("c"),
-    _cm.c.instance == bindparam("i"),
-    _cm.c.message_id == bindparam("m"),
+_INSERT_MESSAGES = Prepared(insert(_cm))
+_DELETE_MESSAGE = Prepared(
+    delete(_cm).where(
+        _cm.c.run_id == bindparam("r"),
+        _cm.c.channel == bindparam("c"),
+        _cm.c.instance == bindparam("i"),
+        _cm.c.message_id == bindparam("m"),
+    )
 )
 _PENDING_IDS = select(_cm.c.message_id).where(
     _cm.c.run_id == bindparam("run_id"),
     _cm.c.message_id.in_(bindparam("ids", expanding=True)),
 )
-_QUEUE_SIZE = (
+_QUEUE_SIZE = Prepared(
     select(func.count())
     .select_from(_cm)
     .where(
@@ -38,7 +41,7 @@ _QUEUE_SIZE = (
         _cm.c.instance == bindparam("i"),
     )
 )
-_OLDEST = (
+_OLDEST = Prepared(
     select(_cm.c.seq, _cm.c.message_id, _cm.c.value)
     .where(
         _cm.c.run_id == bindparam("r"),
@@ -50,13 +53,13 @@ _OLDEST = (
 )
 _DELETE_SEQS = delete(_cm).where(_cm.c.seq.in_(bindparam("seqs", expanding=True)))
 _sw = t.step_waits
-_INSERT_WAIT = insert(_sw)
-_DELETE_WAIT = delete(_sw).where(_sw.c.step_id == bindparam("step_id"))
-_WAIT_SPEC = select(_sw.c.spec).where(_sw.c.step_id == bindparam("step_id"))
-_SET_CONSUMED = (
+_INSERT_WAIT = Prepared(insert(_sw))
+_DELETE_WAIT = Prepared(delete(_sw).where(_sw.c.step_id == bindparam("step_id")))
+_WAIT_SPEC = Prepared(select(_sw.c.spec).where(_sw.c.step_id == bindparam("step_id")))
+_SET_CONSUMED = Prepared(
     update(_sw).where(_sw.c.step_id == bindparam("b_id")).values(consumed=bindparam("b_consumed"))
 )
-_STEP_PHASE = select(_se.c.state, _se.c.phase).where(_se.c.id == bindparam("step_id"))
+_STEP_PHASE = Prepared(select(_se.c.state, _se.c.phase).where(_se.c.id == bindparam("step_id")))
 
 
 def insert_messages(
@@ -75,7 +78,7 @@ def insert_messages(
         for channel, instance, message_id, value in messages
     ]
     if rows:
-        conn.execute(_INSERT_MESSAGES, rows)
+        _INSERT_MESSAGES.many(conn, rows)
 
 
 def pending_ids(conn: Connection, run_id: str, message_ids: Iterable[str]) -> set[str]:
@@ -91,15 +94,13 @@ def delete_message(
 ) -> bool:
     """Delete a pending message; return False when it was not pending."""
     params = {"r": run_id, "c": channel, "i": instance, "m": message_id}
-    return bool(conn.execute(_DELETE_MESSAGE, params).rowcount)
+    return bool(_DELETE_MESSAGE.run(conn, params))
 
 
 def queue_sizes(conn: Connection, run_id: str, queues: Iterable[tuple[str, str]]) -> dict[Any, int]:
     """Return the pending count of each queue (channel, instance)."""
     return {
-        (channel, instance): conn.execute(
-            _QUEUE_SIZE, {"r": run_id, "c": channel, "i": instance}
-        ).scalar_one()
+        (channel, instance): _QUEUE_SIZE.scalar(conn, {"r": run_id, "c": channel, "i": instance})
         for channel, instance in queues
     }
 
@@ -109,7 +110,7 @@ def take_messages(
 ) -> list[tuple[str, str]]:
     """Remove the ``count`` oldest messages of a queue; return their (ID, JSON value)."""
     params = {"r": run_id, "c": channel, "i": instance, "n": count}
-    found = conn.execute(_OLDEST, params).all()
+    found = _OLDEST.rows(conn, params)
     if found:
         conn.execute(_DELETE_SEQS, {"seqs": [row.seq for row in found]})
     return [(row.message_id, row.value) for row in found]
@@ -117,28 +118,30 @@ def take_messages(
 
 def start_wait(conn: Connection, step: QueuedStep, spec: str) -> None:
     """Record a Step execution's durable wait (replacing one a failed attempt left)."""
-    conn.execute(_DELETE_WAIT, {"step_id": step.id})
-    conn.execute(_INSERT_WAIT, {"step_id": step.id, "run_id": step.run_id, "spec": spec})
+    _DELETE_WAIT.run(conn, {"step_id": step.id})
+    _INSERT_WAIT.many(conn, [{"step_id": step.id, "run_id": step.run_id, "spec": spec}])
 
 
 def waiting_spec(conn: Connection, step_id: str) -> str | None:
     """Return the wait spec of a Step execution still waiting, or None."""
-    row = conn.execute(_STEP_PHASE, {"step_id": step_id}).first()
+    row = _STEP_PHASE.first(conn, {"step_id": step_id})
     if row is None or row.state != StepState.PENDING or row.phase != Phase.WAITING:
         return None
-    spec: str | None = conn.execute(_WAIT_SPEC, {"step_id": step_id}).scalar()
-    return spec
+    row = _WAIT_SPEC.first(conn, {"step_id": step_id})
+    return None if row is None else str(row.spec)
 
 
-_SET_SPEC = update(_sw).where(_sw.c.step_id == bindparam("b_id")).values(spec=bindparam("b_spec"))
+_SET_SPEC = Prepared(
+    update(_sw).where(_sw.c.step_id == bindparam("b_id")).values(spec=bindparam("b_spec"))
+)
 
 
 def update_wait(conn: Connection, step: QueuedStep, spec: str) -> None:
     """Record what a wait has seen so far (children seen closed) in its spec."""
-    conn.execute(_SET_SPEC, {"b_id": step.id, "b_spec": spec})
+    _SET_SPEC.run(conn, {"b_id": step.id, "b_spec": spec})
 
 
 def end_wait(conn: Connection, step: QueuedStep, consumed: str) -> None:
     """Record what a completed wait consumed and move the execution to ``execute``."""
-    conn.execute(_SET_CONSUMED, {"b_id": step.id, "b_consumed": consumed})
+    _SET_CONSUMED.run(conn, {"b_id": step.id, "b_consumed": consumed})
     requeue_step(conn, step)

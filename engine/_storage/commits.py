@@ -51,8 +51,8 @@ def _open_run(conn: Connection, run_id: str) -> LockedRun | None:
 def _current_attempt(
     conn: Connection, run_id: str, step_id: str, attempt: int, fence: int
 ) -> LockedRun:
-    run = _open_run(conn, run_id)
-    if run is None or not rows.attempt_is_current(conn, step_id, attempt, fence):
+    run = rows.lock_run_at_attempt(conn, run_id, step_id, attempt, fence)
+    if run is None:
         raise StaleAttemptError(step_id)
     return run
 

@@ -18,12 +18,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, insert
+from sqlalchemy import Connection, bindparam, delete, insert, select
 
 from engine._storage import tables as t
+from engine._storage.prepared import Prepared
 from engine._storage.records import AttributeWrite, IndexWrite
 from engine._storage.search import fulltext
 from engine._storage.search.compiler import parse_datetime
+from engine._storage.statements import dialect_insert
 from engine.attribute import IndexType
 from engine.errors import InvalidArgumentError
 
@@ -104,14 +106,48 @@ def index_write(key: str, index_type: IndexType, value: Any, what: str) -> Index
     raise refuse("unknown index type")
 
 
-def _upsert(conn: Connection, table: Any) -> Any:
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
+_sv, _kw, _tx = t.search_values, t.search_keywords, t.search_texts
+_DELETE_VALUES = Prepared(
+    delete(_sv).where(_sv.c.run_id == bindparam("r"), _sv.c.key == bindparam("k"))
+)
+_DELETE_KEYWORDS = Prepared(
+    delete(_kw).where(_kw.c.run_id == bindparam("r"), _kw.c.key == bindparam("k"))
+)
+_DELETE_TEXTS = Prepared(
+    delete(_tx).where(_tx.c.run_id == bindparam("r"), _tx.c.key == bindparam("k"))
+)
+_INSERT_KEYWORDS = Prepared(insert(_kw))
+_INSERT_TEXTS = Prepared(insert(_tx))
+_upserts: dict[str, Prepared] = {}
 
-        return pg_insert(table)
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-    return sqlite_insert(table)
+def _upsert_values(conn: Connection) -> Prepared:
+    """The dialect's upsert of search values, built on first use; each row copies its run's
+    start time, which the indexes order by."""
+    found = _upserts.get(conn.dialect.name)
+    if found is None:
+        runs = t.runs
+        started = select(runs.c.started_at).where(runs.c.run_id == bindparam("b_run"))
+        stmt = dialect_insert(conn)(_sv).values(
+            run_id=bindparam("b_run"),
+            key=bindparam("b_key"),
+            type=bindparam("b_type"),
+            value=bindparam("b_value"),
+            text_value=bindparam("b_text"),
+            int_value=bindparam("b_int"),
+            real_value=bindparam("b_real"),
+            started_at=started.scalar_subquery(),
+        )
+        found = _upserts[conn.dialect.name] = Prepared(
+            stmt.on_conflict_do_update(
+                index_elements=[_sv.c.run_id, _sv.c.key],
+                set_={
+                    c: stmt.excluded[c]
+                    for c in ("type", "value", "text_value", "int_value", "real_value")
+                },
+            )
+        )
+    return found
 
 
 def _json(value: Any) -> str:
@@ -127,53 +163,34 @@ def apply_index_writes(conn: Connection, run_id: str, writes: Iterable[Attribute
             latest[w.index.key] = w.index
     if not latest:
         return
-    sv, kw, tx = t.search_values, t.search_keywords, t.search_texts
     removed = [{"r": run_id, "k": w.key} for w in latest.values() if w.value is None]
     sets = [w for w in latest.values() if w.value is not None]
     if removed:
-        conn.execute(
-            delete(sv).where(sv.c.run_id == bindparam("r"), sv.c.key == bindparam("k")), removed
-        )
+        _DELETE_VALUES.many(conn, removed)
     if sets:
-        stmt = _upsert(conn, sv)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[sv.c.run_id, sv.c.key],
-            set_={
-                c: stmt.excluded[c]
-                for c in ("type", "value", "text_value", "int_value", "real_value")
-            },
-        )
-        conn.execute(
-            stmt,
+        _upsert_values(conn).many(
+            conn,
             [
                 {
-                    "run_id": run_id,
-                    "key": w.key,
-                    "type": w.type,
-                    "value": w.value,
-                    "text_value": w.text if w.type == IndexType.KEYWORD else None,
-                    "int_value": w.number,
-                    "real_value": w.real,
+                    "b_run": run_id,
+                    "b_key": w.key,
+                    "b_type": w.type,
+                    "b_value": w.value,
+                    "b_text": w.text if w.type == IndexType.KEYWORD else None,
+                    "b_int": w.number,
+                    "b_real": w.real,
                 }
                 for w in sets
             ],
         )
     arrays = [w for w in latest.values() if w.type == IndexType.KEYWORD_ARRAY]
     if arrays:
-        conn.execute(
-            delete(kw).where(kw.c.run_id == bindparam("r"), kw.c.key == bindparam("k")),
-            [{"r": run_id, "k": w.key} for w in arrays],
-        )
+        _DELETE_KEYWORDS.many(conn, [{"r": run_id, "k": w.key} for w in arrays])
         items = [{"run_id": run_id, "key": w.key, "value": v} for w in arrays for v in w.items]
-        if items:
-            conn.execute(insert(kw), items)
+        _INSERT_KEYWORDS.many(conn, items)
     texts = [w for w in latest.values() if w.type == IndexType.FULL_TEXT]
     if texts:
         # Delete then insert (not update) so the full-text index sees one plain change per row.
-        conn.execute(
-            delete(tx).where(tx.c.run_id == bindparam("r"), tx.c.key == bindparam("k")),
-            [{"r": run_id, "k": w.key} for w in texts],
-        )
+        _DELETE_TEXTS.many(conn, [{"r": run_id, "k": w.key} for w in texts])
         bodies = [{"run_id": run_id, "key": w.key, "body": w.text} for w in texts if w.text]
-        if bodies:
-            conn.execute(insert(tx), bodies)
+        _INSERT_TEXTS.many(conn, bodies)

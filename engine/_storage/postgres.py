@@ -11,7 +11,7 @@ A unit that loses a deadlock or a serialization check is rolled back by the serv
 touches the database, so it is replayed, a few times, before the error reaches its caller.
 
 Several processes may serve one database. Each pooled connection carries this process's ID
-(``rows.CLAIMANT``), so that the commits of this process claim the Step executions they queue.
+(``statements.CLAIMANT``), so that the commits of this process claim the Step executions they queue.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from engine._storage.rows import CLAIMANT
 from engine._storage.schema import upgrade_postgres
+from engine._storage.statements import CLAIMANT
 
 log = logging.getLogger("dexlite.postgres")
 

@@ -32,8 +32,9 @@ SCHEMA_LOCK_KEY = 0x6465786C697465
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 #: The first revision: the schema the builds before migrations created (completed).
 BASELINE = "0001"
-#: The tables of the baseline revision. Adoption creates the missing ones from the models,
-#: which is right while no later revision changes them; one that does must adopt differently.
+#: The tables of the baseline revision. Adoption creates the missing ones from the models, so
+#: a later revision that changes one of them must accept it already in its new shape (0004
+#: does, for search_values).
 BASELINE_TABLES = (
     "runs",
     "flows",

@@ -1,6 +1,6 @@
 """Step claims on a shared database: the StepQueue of a process among several.
 
-A commit of this process claims the executions it queues (``rows.CLAIMANT``), so they arrive
+A commit of this process claims the executions it queues (``statements.CLAIMANT``), so they arrive
 here with their fencing token and wait in memory like on SQLite. What this process did not
 queue itself it must claim first: Steps found at start-up, and, on every poll, the Steps of
 processes whose lease expired (taken with ``FOR UPDATE SKIP LOCKED``, so two processes never

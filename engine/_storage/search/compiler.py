@@ -106,6 +106,11 @@ _VALUE_COLUMN = {
 }
 
 
+def value_column_of(kind: IndexType) -> Any:
+    """The typed column of search_values that holds a scalar index type's values."""
+    return _VALUE_COLUMN[kind]
+
+
 @dataclass(frozen=True)
 class OrderKey:
     """One sort key of a search: the SQL expression, its direction, its page-token kind."""
@@ -122,11 +127,13 @@ class Compiled:
 
     where: Any
     order: tuple[OrderKey, ...]
+    #: How to lead the search from one index key's rows instead (see ``driver``), or None.
+    driver: Any = None
 
 
 def compile_query(query: Query, key_types: Mapping[str, IndexType]) -> Compiled:
     """Compile ``query``; ``key_types`` maps each declared index key to its IndexType."""
-    compiler = _Compiler(key_types)
+    compiler = QueryCompiler(key_types)
     where = true() if query.where is None else compiler.node(query.where)
     return Compiled(where, order_keys(query.order))
 
@@ -168,7 +175,9 @@ def order_keys(items: tuple[OrderItem, ...]) -> tuple[OrderKey, ...]:
     return tuple(keys)
 
 
-class _Compiler:
+class QueryCompiler:
+    """Compiles the nodes of one query against the index keys' types."""
+
     def __init__(self, key_types: Mapping[str, IndexType]) -> None:
         self.key_types = key_types
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, literal, or_, tuple_
+from sqlalchemy import BindParameter, and_, bindparam, literal, or_, tuple_
 
 from engine._storage.search.compiler import OrderKey
 from engine._tokens import seal, unseal
@@ -68,6 +68,13 @@ def decode_token(token: str, digest: str, order: Sequence[OrderKey]) -> list[Any
     return position
 
 
+def after_parameters(order: Sequence[OrderKey]) -> Any:
+    """:func:`after` with the position as bound parameters ``p0``, ``p1``, ... (each typed
+    like its key), for a statement built once and run for any page."""
+    params = [bindparam(f"p{i}", type_=key.expression.type) for i, key in enumerate(order)]
+    return after(order, params)
+
+
 def after(order: Sequence[OrderKey], position: Sequence[Any]) -> Any:
     """The condition "sorts strictly after ``position``" for a multi-column keyset."""
     if len({key.descending for key in order}) == 1:
@@ -76,7 +83,10 @@ def after(order: Sequence[OrderKey], position: Sequence[Any]) -> Any:
         # Each value is bound with its key's type: an untyped int would be a 32-bit INTEGER on
         # PostgreSQL, too small for microseconds.
         values = tuple_(
-            *[literal(v, key.expression.type) for v, key in zip(position, order, strict=True)]
+            *[
+                v if isinstance(v, BindParameter) else literal(v, key.expression.type)
+                for v, key in zip(position, order, strict=True)
+            ]
         )
         return columns < values if order[0].descending else columns > values
     alternatives = []

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import and_, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import and_, bindparam, select
 
 from engine._storage import tables as t
-from engine._storage.reads import target_run
-from engine._storage.search import paging
-from engine._storage.search.compiler import Compiled, OrderKey, compile_query
+from engine._storage.prepared import Prepared
+from engine._storage.reads import Database, target_run_statement
+from engine._storage.search import driver, paging
+from engine._storage.search.compiler import Compiled, OrderKey, QueryCompiler, compile_query
 from engine._storage.search.parser import And, Compare, Literal, parse
 from engine.attribute import IndexType
 from engine.errors import InvalidArgumentError, InvalidQueryError
@@ -67,11 +67,13 @@ def _prepare(
         scope = Compare("FlowType", "=", Literal(flow_type, 0), 0)
         where = scope if query.where is None else And((scope, query.where))
         query = type(query)(where, query.order)
-    return compile_query(query, dict(key_types))
+    compiled = compile_query(query, dict(key_types))
+    lead = driver.choose(QueryCompiler(dict(key_types)), query.where, compiled.order)
+    return replace(compiled, driver=lead)
 
 
 async def search_runs(
-    db: AsyncEngine,
+    db: Database,
     text: str,
     key_types: dict[str, IndexType],
     *,
@@ -83,51 +85,120 @@ async def search_runs(
     compiled = prepare(text, key_types, flow_type)
     digest = paging.query_digest(text, flow_type)
     position = paging.decode_token(page_token, digest, compiled.order)
-    where = compiled.where
-    if position is not None:
-        where = and_(where, paging.after(compiled.order, position))
-    rows = await _page(db, where, compiled.order, page_size + 1)
+    order = compiled.order if compiled.driver is None else compiled.driver.order
+    params: dict[str, Any] = {"limit": page_size + 1}
+    params.update({f"p{i}": value for i, value in enumerate(position or ())})
+    statement = _search_statement(compiled, position is not None)
+    rows = await _with_details(db, statement, params, order)
     more = len(rows) > page_size
     rows = rows[:page_size]
     token = paging.encode_token(digest, rows[-1][1]) if more else ""
     return SearchResult([found for found, _ in rows], token)
 
 
-async def load_flow_info(db: AsyncEngine, flow_id: str, run_id: str | None) -> FoundRun | None:
+async def load_flow_info(db: Database, flow_id: str, run_id: str | None) -> FoundRun | None:
     """Return the given run (or the Flow's latest) with its indexed values."""
-    rows = await _page(db, t.runs.c.run_id == target_run(flow_id, run_id), (), 1)
+    params = {"flow_id": flow_id, "run_id": run_id, "limit": 1}
+    rows = await _with_details(db, _flow_info_statement(run_id is not None), params, ())
     return rows[0][0] if rows else None
 
 
 _COLUMNS = ("run_id", "flow_id", "flow_type", "status", "started_at", "closed_at")
 
 
-async def _page(
-    db: AsyncEngine, where: Any, order: Sequence[OrderKey], limit: int
-) -> list[tuple[FoundRun, list[Any]]]:
-    """Select up to ``limit`` runs and join their indexed values, in one statement."""
+# A query's statement is built once (the compiled query is cached too, so paging through its
+# results repeats the same object): building a select with its joins costs more than SQLite
+# takes to run a small page of it. The page's position and size are bound parameters.
+@lru_cache(maxsize=256)
+def _search_statement(compiled: Compiled, paged: bool) -> Prepared:
+    if compiled.driver is not None:
+        return _with_details_statement(_driven_page(compiled.driver, paged))
+    where = compiled.where
+    if paged:
+        where = and_(where, paging.after_parameters(compiled.order))
+    return _with_details_statement(_page(where, compiled.order))
+
+
+@lru_cache(maxsize=2)
+def _flow_info_statement(by_run_id: bool) -> Prepared:
+    return _with_details_statement(_page(t.runs.c.run_id == target_run_statement(by_run_id), ()))
+
+
+def _page(where: Any, order: Sequence[OrderKey]) -> Any:
+    """Up to ``:limit`` runs meeting ``where``, in ``order``."""
     keys = [k.expression.label(f"k{i}") for i, k in enumerate(order)]
-    page = (
+    return (
         select(*[t.runs.c[c] for c in _COLUMNS], *keys)
         .where(where)
         .order_by(*[k.expression.desc() if k.descending else k.expression.asc() for k in order])
-        .limit(limit)
+        .limit(bindparam("limit"))
         .cte("page")
     )
+
+
+def _driven_page(lead: driver.Driver, paged: bool) -> Any:
+    """Up to ``:limit`` runs, walking one index key's rows in the default order."""
+    rows, runs = driver.DRIVER, t.runs
+    condition = lead.condition
+    if paged:
+        condition = and_(condition, paging.after_parameters(lead.order))
+    newest_first = (rows.c.started_at.desc(), rows.c.run_id.desc())
+    if lead.rest is None:
+        # Only the key's rows decide: sort them on the covering index, look up one page.
+        hits = (
+            select(rows.c.run_id, rows.c.started_at)
+            .where(condition)
+            .order_by(*newest_first)
+            .limit(bindparam("limit"))
+            .subquery("hits")
+        )
+        return (
+            select(
+                *[runs.c[c] for c in _COLUMNS],
+                hits.c.started_at.label("k0"),
+                hits.c.run_id.label("k1"),
+            )
+            .select_from(hits.join(runs, runs.c.run_id == hits.c.run_id))
+            .cte("page")
+        )
+    return (
+        select(
+            *[runs.c[c] for c in _COLUMNS],
+            rows.c.started_at.label("k0"),
+            rows.c.run_id.label("k1"),
+        )
+        .select_from(rows.join(runs, runs.c.run_id == rows.c.run_id))
+        .where(condition, lead.rest)
+        .order_by(*newest_first)
+        .limit(bindparam("limit"))
+        .cte("page")
+    )
+
+
+def _with_details_statement(page: Any) -> Prepared:
+    """The page's runs joined with their parents and indexed values."""
     sv, links = t.search_values, t.subflow_links
-    query = select(
-        page,
-        links.c.parent_flow_id,
-        links.c.parent_run_id,
-        sv.c.key.label("index_key"),
-        sv.c.value.label("index_value"),
-    ).select_from(
-        page.outerjoin(links, links.c.child_run_id == page.c.run_id).outerjoin(
-            sv, sv.c.run_id == page.c.run_id
+    return Prepared(
+        select(
+            page,
+            links.c.parent_flow_id,
+            links.c.parent_run_id,
+            sv.c.key.label("index_key"),
+            sv.c.value.label("index_value"),
+        ).select_from(
+            page.outerjoin(links, links.c.child_run_id == page.c.run_id).outerjoin(
+                sv, sv.c.run_id == page.c.run_id
+            )
         )
     )
-    async with db.connect() as conn:
-        rows = (await conn.execute(query)).all()
+
+
+async def _with_details(
+    db: Database, statement: Prepared, params: dict[str, Any], order: Sequence[OrderKey]
+) -> list[tuple[FoundRun, list[Any]]]:
+    """Run a page's statement and gather each run with its indexed values, in ``order``."""
+    # One hand-off to a reader thread, where the statement runs on a plain connection.
+    rows = await db.read(lambda conn: statement.rows(conn, params))
     found: dict[str, tuple[FoundRun, list[Any]]] = {}
     for row in rows:
         entry = found.get(row.run_id)

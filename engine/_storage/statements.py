@@ -1,0 +1,172 @@
+"""The hot statements of commit units, built once with bound parameters.
+
+Building a Core statement costs more than SQLite takes to run it, so every unit reuses these.
+Most are :class:`~engine._storage.prepared.Prepared`, so on SQLite they also skip SQLAlchemy's
+per-execution work. The dialect-specific ones (ON CONFLICT, FOR UPDATE) are made on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, case, delete, func, insert, select, update
+
+from engine._storage import tables as t
+from engine._storage.prepared import Prepared
+from engine._storage.records import RunStatus, StepState
+
+_se = t.step_executions
+
+
+_READ_RUN = select(t.runs.c.run_id, t.runs.c.flow_id, t.runs.c.flow_type, t.runs.c.status).where(
+    t.runs.c.run_id == bindparam("run_id")
+)
+_READ_LATEST_RUN = (
+    select(
+        t.runs.c.run_id,
+        t.runs.c.flow_id,
+        t.runs.c.flow_type,
+        t.runs.c.status,
+        t.runs.c.request_id,
+    )
+    .join(t.flows, t.flows.c.latest_run_id == t.runs.c.run_id)
+    .where(t.flows.c.flow_id == bindparam("flow_id"))
+)
+# FOR UPDATE serializes units on one run across connections (PostgreSQL). SQLite has no row
+# locks (its single writer is serial already), so it gets the plain read, which is cheaper
+# even though SQLAlchemy would render FOR UPDATE there as nothing.
+_LOCKING = {"sqlite": (Prepared(_READ_RUN), Prepared(_READ_LATEST_RUN))}
+_FOR_UPDATE = (Prepared(_READ_RUN.with_for_update()), Prepared(_READ_LATEST_RUN.with_for_update()))
+_STATUS = {status.value: status for status in RunStatus}
+_ATTEMPT = Prepared(
+    select(_se.c.state, _se.c.attempt, _se.c.fence).where(_se.c.id == bindparam("step_id"))
+)
+# SQLite only: the run and the attempt in one statement. Its single writer runs one unit at a
+# time, so nothing can change the Step row between the two reads. PostgreSQL reads the attempt
+# after the run's lock is granted: a joined row read before the wait could be stale.
+_RUN_AND_ATTEMPT = Prepared(
+    select(
+        t.runs.c.run_id,
+        t.runs.c.flow_id,
+        t.runs.c.flow_type,
+        t.runs.c.status,
+        _se.c.state,
+        _se.c.attempt,
+        _se.c.fence,
+    )
+    .select_from(t.runs)
+    .outerjoin(_se, _se.c.id == bindparam("step_id"))
+    .where(t.runs.c.run_id == bindparam("run_id"))
+)
+#: ``conn.info`` key: the ID of the process whose commits claim the Steps they queue (set on
+#: the connections of a shared database; absent on SQLite, whose Steps are never claimed).
+CLAIMANT = "dexlite.claimant"
+_DELETE_ATTRIBUTE = delete(t.attributes).where(
+    t.attributes.c.run_id == bindparam("r"),
+    t.attributes.c.instance == bindparam("i"),
+    t.attributes.c.name == bindparam("n"),
+)
+_DELETE_ATTRIBUTES = Prepared(_DELETE_ATTRIBUTE)
+_INSERT_HISTORY = Prepared(insert(t.history))
+_INSERT_STEPS = Prepared(insert(_se))
+_CLOSE_STEP = Prepared(
+    update(_se)
+    .where(_se.c.id == bindparam("b_id"))
+    .values(
+        state=bindparam("b_state"),
+        closed_at=bindparam("b_now"),
+        due_at=None,
+        is_completion=bindparam("b_completion"),
+        output=bindparam("b_output"),
+        error_type=bindparam("b_error_type"),
+        error_message=bindparam("b_error_message"),
+    )
+)
+_REQUEUE = (
+    update(_se)
+    .where(_se.c.id == bindparam("b_id"))
+    .values(
+        phase=bindparam("b_phase"),
+        attempt=bindparam("b_attempt"),
+        due_at=bindparam("b_due"),
+        held_locks=bindparam("b_held"),
+    )
+)
+_REQUEUE_STEP = Prepared(_REQUEUE)
+# On a shared database the committing process claims the attempt it queues, with a new token.
+_REQUEUE_CLAIMED = Prepared(
+    _REQUEUE.values(claimed_by=bindparam("b_claimant"), fence=_se.c.fence + 1).returning(
+        _se.c.fence
+    )
+)
+# Both counts of run_is_done in one statement (the run is locked: its Steps cannot change).
+_COUNT_ACTIVE_AND_COMPLETIONS = Prepared(
+    select(
+        func.count(case((_se.c.state == StepState.PENDING, 1))),
+        func.count(case((_se.c.is_completion.is_(True), 1))),
+    )
+    .select_from(_se)
+    .where(_se.c.run_id == bindparam("run_id"))
+)
+_ACTIVE = select(_se.c.id).where(
+    _se.c.run_id == bindparam("run_id"), _se.c.state == StepState.PENDING
+)
+_ACTIVE_STEPS = Prepared(_ACTIVE)
+_ACTIVE_STEPS_OF_TYPES = _ACTIVE.where(_se.c.step_type.in_(bindparam("types", expanding=True)))
+_CANCEL_STEPS = (
+    update(_se)
+    .where(_se.c.id.in_(bindparam("ids", expanding=True)))
+    .values(state=StepState.CANCELED, closed_at=bindparam("b_now"), due_at=None)
+)
+_CLOSE_RUN = Prepared(
+    update(t.runs)
+    .where(t.runs.c.run_id == bindparam("b_run_id"))
+    .values(
+        status=bindparam("b_status"),
+        closed_at=bindparam("b_now"),
+        error_type=bindparam("b_error_type"),
+        error_message=bindparam("b_error_message"),
+    )
+)
+_INSERT_RUN = Prepared(insert(t.runs))
+_DELETE_RUN = Prepared(delete(t.runs).where(t.runs.c.run_id == bindparam("run_id")))
+_MOVE_FLOW = Prepared(
+    update(t.flows)
+    .where(t.flows.c.flow_id == bindparam("b_flow_id"))
+    .values(latest_run_id=bindparam("b_run_id"), flow_type=bindparam("b_flow_type"))
+)
+_upserts: dict[str, Any] = {}
+_claims: dict[str, Any] = {}
+_counts: dict[str, Any] = {}
+
+
+def dialect_insert(conn: Connection) -> Any:
+    """Return the ``insert`` of the connection's dialect (it has ON CONFLICT)."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
+
+
+def _upsert_attributes(conn: Connection) -> Any:
+    stmt = _upserts.get(conn.dialect.name)
+    if stmt is None:
+        insert_ = dialect_insert(conn)(t.attributes)
+        stmt = _upserts[conn.dialect.name] = Prepared(
+            insert_.on_conflict_do_update(
+                index_elements=[
+                    t.attributes.c.run_id,
+                    t.attributes.c.instance,
+                    t.attributes.c.name,
+                ],
+                set_={
+                    "value": insert_.excluded.value,
+                    "blob": insert_.excluded.blob,
+                    "updated_at": insert_.excluded.updated_at,
+                },
+            )
+        )
+    return stmt
