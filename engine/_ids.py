@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +19,31 @@ MAX_ID_LENGTH = 256
 def new_id() -> str:
     """Return a new time-ordered unique ID (UUIDv7)."""
     return str(uuid7())
+
+
+def _process_prefix() -> str:
+    return f"{uuid7().hex[:16]}{os.urandom(4).hex()}"
+
+
+_owner_prefix = _process_prefix()
+_owner_numbers = itertools.count(1)
+# A forked child must not hand out its parent's tokens.
+os.register_at_fork(after_in_child=lambda: _reset_owner_tokens())
+
+
+def _reset_owner_tokens() -> None:
+    global _owner_prefix, _owner_numbers
+    _owner_prefix, _owner_numbers = _process_prefix(), itertools.count(1)
+
+
+def new_owner_token() -> str:
+    """Return a token unique to this call across processes: who holds a lock, for how long.
+
+    A lock's holder only needs a name no other holder has. A UUIDv7 costs two reads of the
+    system's random source, a good part of a small RPC's time; this is one random prefix
+    per process and a counter.
+    """
+    return f"{_owner_prefix}-{next(_owner_numbers)}"
 
 
 _ordered_lock = threading.Lock()

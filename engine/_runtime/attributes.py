@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine import _codec
-from engine._ids import check_id, check_unicode, new_id, state_key
+from engine._ids import check_id, check_unicode, new_owner_token, state_key
 from engine._runtime import effects
 from engine._runtime.committer import Committer
 from engine._runtime.names import parse_key, parse_values
@@ -119,7 +119,7 @@ class Attributes:
                         flow_id=flow_id,
                         operation="setAttributes",
                     )
-        owner = new_id()
+        owner = new_owner_token()
         if not erase:
             # A client write must not slip under a Step's or an RPC's lock.
             await self._locks.acquire_for_rpc(flow_id, [state_key(n, i) for n, i in parsed], owner)

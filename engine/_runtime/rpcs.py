@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from engine import _codec
-from engine._ids import check_id, new_id
+from engine._ids import check_id, new_owner_token
 from engine._loads import RPCPlan, rpc_plan_with
 from engine._rpc_definition import RPCDefinition, rpc_definition_of
 from engine._runtime import effects
@@ -202,7 +202,7 @@ class RPCExecutor:
             if guessed:  # perhaps judged against the wrong type: decide with the real one
                 raise _WrongGuess() from None
             raise
-        owner = new_id()
+        owner = new_owner_token()
         await self._locks.acquire_for_rpc(flow_id, plan.lock_keys, owner)
         try:
             snapshot = await self._snapshots.read(flow_id, run_id, plan.loads)
@@ -304,11 +304,12 @@ class RPCExecutor:
         own = definition.timeout if definition.has_own_timeout else self._default_timeout
         timeout = own.total_seconds()
         try:
-            if definition.is_async:
-                return await asyncio.wait_for(bound(*args), timeout)
-            loop = asyncio.get_running_loop()
-            future = loop.run_in_executor(self._executor, functools.partial(bound, *args))
-            return await asyncio.wait_for(future, timeout)
+            # asyncio.timeout runs an async handler in this task; wait_for would make a task.
+            async with asyncio.timeout(timeout):
+                if definition.is_async:
+                    return await bound(*args)
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(self._executor, functools.partial(bound, *args))
         except TimeoutError:
             context.request_cancellation()
             raise RPCTimeoutError(

@@ -22,7 +22,6 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,7 +62,7 @@ class SQLiteDatabase:
         self.read_engine: AsyncEngine | None = None
         self._writer: _SQLiteWriter | None = None
         self._sync_reader: Any = None
-        self._read_threads: ThreadPoolExecutor | None = None
+        self._read_threads: _ReaderThreads | None = None
         self._owner_lock: int | None = None
         self._reader_local = threading.local()
         self._reader_conns: list[Connection] = []
@@ -97,9 +96,7 @@ class SQLiteDatabase:
             max_overflow=0,
             connect_args={"check_same_thread": False},
         )
-        self._read_threads = ThreadPoolExecutor(
-            max_workers=self.settings.read_pool_size, thread_name_prefix="dexlite-read"
-        )
+        self._read_threads = _ReaderThreads(self.settings.read_pool_size)
         busy = self.settings.busy_timeout_ms
 
         def configure_reader(dbapi_conn: Any, _record: Any) -> None:
@@ -121,7 +118,7 @@ class SQLiteDatabase:
             await self.read_engine.dispose()
             self.read_engine = None
         if self._read_threads is not None:
-            self._read_threads.shutdown(wait=True)
+            await asyncio.to_thread(self._read_threads.stop)
             self._read_threads = None
         for conn in self._reader_conns:
             conn.close()  # the threads are gone; check_same_thread=False allows this
@@ -146,7 +143,9 @@ class SQLiteDatabase:
                 self._reader_conns.append(conn)
             return query(conn)
 
-        return await asyncio.get_running_loop().run_in_executor(self._read_threads, run)
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._read_threads.submit(run, future)
+        return await future
 
     async def write(self, unit: CommitUnit[T]) -> T:
         """Apply ``unit`` in the writer's next transaction and return its result once committed."""
@@ -184,6 +183,47 @@ def _claim(path: Path) -> int:
 
 
 _STOP = object()
+
+
+class _ReaderThreads:
+    """Threads that run reads and hand each result straight to its awaiting asyncio future.
+
+    Like the writer's hand-off, and lighter than an executor's: no concurrent.futures.Future
+    (a lock and a condition each) to chain to the asyncio one per read.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"dexlite-read_{n}", daemon=True)
+            for n in range(size)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, read: Callable[[], Any], future: asyncio.Future[Any]) -> None:
+        self._queue.put((read, future))
+
+    def stop(self) -> None:
+        for _ in self._threads:
+            self._queue.put(_STOP)
+        for thread in self._threads:
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            read, future = item
+            if future.done():  # its caller gave up (canceled) before the read began
+                continue
+            try:
+                outcome = (True, read())
+            except BaseException as exc:  # the caller gets the read's error
+                outcome = (False, exc)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                future.get_loop().call_soon_threadsafe(_resolve, future, *outcome)
 
 
 class _SQLiteWriter:

@@ -10,5 +10,6 @@ parser. The pieces:
 - :mod:`.fulltext`: what a FULL_TEXT token is, and the only dialect-specific SQL (SQLite FTS5,
   a PostgreSQL tsvector with a GIN index);
 - :mod:`.paging`: opaque next-page tokens bound to their query;
+- :mod:`.driver`: leading a conjunction from one index key's rows, in the default order;
 - :mod:`.queries`: the read statements (a page of runs with their indexed values).
 """

@@ -96,6 +96,14 @@ async def search_runs(
     return SearchResult([found for found, _ in rows], token)
 
 
+def search_statement(
+    text: str, key_types: dict[str, IndexType], flow_type: str | None = None, *, paged: bool = False
+) -> Any:
+    """Return the Core statement SearchFlows runs for ``text`` (to EXPLAIN it). Its parameters
+    are ``limit`` and, when ``paged``, the position ``p0``, ``p1``, ... of the page before."""
+    return _search_statement(prepare(text, key_types, flow_type), paged).statement
+
+
 async def load_flow_info(db: Database, flow_id: str, run_id: str | None) -> FoundRun | None:
     """Return the given run (or the Flow's latest) with its indexed values."""
     params = {"flow_id": flow_id, "run_id": run_id, "limit": 1}
