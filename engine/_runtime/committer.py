@@ -7,12 +7,15 @@ another Notifier) is followed up exactly like one made here.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable
 
 from engine._runtime.activity import Activity
+from engine._runtime.handoff import HandedOff, Handoffs
 from engine._runtime.ports import Database, Notifier
 from engine._storage.commits import Unit
-from engine._storage.records import CommitResult
+from engine._storage.records import AttributeWrite, CommitResult
 from engine.telemetry import Telemetry
 
 COMMITS = "commits in flight"
@@ -32,13 +35,56 @@ class Committer:
         self._database = database
         self._notifier = notifier
         self._activity = activity
+        #: The units handed off per Flow ID, not yet ended (see ``handoff``).
+        self.handoffs = Handoffs()
 
-    async def commit(self, unit: Unit) -> CommitResult:
-        """Apply ``unit`` in one transaction, publish its result, and return it."""
-        self._activity.enter(COMMITS)
+    @property
+    def hands_off(self) -> bool:
+        """True when units commit in the order they are handed over (early lock release)."""
+        return hasattr(self._database, "submit")
+
+    async def commit(self, unit: Unit, after: tuple[HandedOff, ...] = ()) -> CommitResult:
+        """Apply ``unit`` in one transaction, publish its result, and return it.
+
+        ``after`` are the handed-off units whose writes the caller read: if one of them does
+        not commit, neither does this unit (it fails with that unit's error).
+        """
+        if after:
+            unit = HandedOff(self._notifier.within(unit), after)
+            return await self._finish(self._database.write(unit))
+        return await self._finish(self._database.write(self._notifier.within(unit)))
+
+    def hand_off(
+        self,
+        unit: Unit,
+        *,
+        flow_id: str,
+        run_id: str,
+        writes: tuple[AttributeWrite, ...],
+        after: tuple[HandedOff, ...],
+    ) -> tuple[HandedOff, Awaitable[CommitResult]]:
+        """Queue ``unit`` now and return it with the awaitable of its commit, so that the
+        caller may release its locks before awaiting (only when :attr:`hands_off`).
+
+        Until the unit ends, :attr:`handoffs` lists it under ``flow_id`` with ``writes``.
+        """
+        handed = HandedOff(self._notifier.within(unit), after, run_id, writes)
+        queued: asyncio.Future[CommitResult] = self._database.submit(handed)  # type: ignore[attr-defined]
+        self._activity.enter(COMMITS)  # now: the caller releases its locks before awaiting
+        # Readers lay its writes over what they read until it ended, even if its caller is
+        # canceled meanwhile: only the writer's answer ends it.
+        self.handoffs.add(flow_id, handed)
+        queued.add_done_callback(lambda _: self.handoffs.remove(flow_id, handed))
+        return handed, self._finish(queued, entered=True)
+
+    async def _finish(
+        self, written: Awaitable[CommitResult], entered: bool = False
+    ) -> CommitResult:
+        if not entered:
+            self._activity.enter(COMMITS)
         try:
             started = time.perf_counter()
-            result = await self._database.write(self._notifier.within(unit))
+            result = await written
             self._telemetry.commit(time.perf_counter() - started)
             self._notifier.publish(result)
             return result

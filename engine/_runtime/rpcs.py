@@ -17,6 +17,7 @@ from engine._rpc_definition import RPCDefinition, rpc_definition_of
 from engine._runtime import effects
 from engine._runtime.committer import Committer
 from engine._runtime.context import InvocationContext
+from engine._runtime.handoff import overlay
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec
@@ -204,8 +205,13 @@ class RPCExecutor:
             raise
         owner = new_owner_token()
         await self._locks.acquire_for_rpc(flow_id, plan.lock_keys, owner)
+        held = True
         try:
-            snapshot = await self._snapshots.read(flow_id, run_id, plan.loads)
+            # Taken before the read: a unit that ends meanwhile is in what the read sees.
+            after = self._committer.handoffs.pending(flow_id)
+            snapshot = overlay(
+                await self._snapshots.read(flow_id, run_id, plan.loads), after, plan.loads
+            )
             if snapshot is not None and snapshot.run.flow_type == flow_type:
                 self._remember(flow_id, flow_type)
             elif guessed:
@@ -227,18 +233,30 @@ class RPCExecutor:
             result = await self._run_handler(spec, definition, context, value)
             staged = await self._effects(spec, definition, context, result, transactional)
             if staged.changes_state() or transactional:
-                await self._committer.commit(
-                    commits.commit_rpc(
+                unit = commits.commit_rpc(
+                    flow_id=flow_id,
+                    run_id=snapshot.run.run_id,
+                    rpc_name=rpc_name,
+                    effects=staged,
+                    now=to_micros(self._clock.now()),
+                )
+                if plan.lock_keys and self._committer.hands_off and _writes_only(staged):
+                    _, committed = self._committer.hand_off(
+                        unit,
                         flow_id=flow_id,
                         run_id=snapshot.run.run_id,
-                        rpc_name=rpc_name,
-                        effects=staged,
-                        now=to_micros(self._clock.now()),
+                        writes=staged.writes,
+                        after=after,
                     )
-                )
+                    held = False  # early lock release: the next holder reads the hand-off
+                    await self._locks.release_now(flow_id, owner)
+                    await committed
+                else:
+                    await self._committer.commit(unit, after)
             return staged.output
         finally:
-            await self._locks.release_now(flow_id, owner)
+            if held:
+                await self._locks.release_now(flow_id, owner)
 
     @staticmethod
     def _plan(
@@ -326,3 +344,15 @@ class RPCExecutor:
                 flow_id=context.flow_id,
                 operation="invokeRpc",
             ) from exc
+
+
+def _writes_only(staged: StagedEffects) -> bool:
+    """True when an RPC's effects are Attribute writes alone, which a later holder of its
+    locks can read before they commit (see ``handoff``)."""
+    return bool(staged.writes) and not (
+        staged.channel_deletions
+        or staged.channel_publications
+        or staged.cancel_step_types
+        or staged.next_steps
+        or staged.decision is not None
+    )

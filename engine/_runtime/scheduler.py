@@ -26,6 +26,7 @@ from engine._runtime import effects
 from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.context import InvocationContext
+from engine._runtime.handoff import HandedOff, overlay
 from engine._runtime.ports import BlobStore, LockTable, StepQueue
 from engine._runtime.signals import StepCanceled
 from engine._runtime.snapshots import Snapshots
@@ -71,6 +72,8 @@ class Attempt:
     #: A ``def`` handler's run on the thread pool: it keeps running after a cancel.
     thread: concurrent.futures.Future[Any] | None = field(default=None, repr=False)
     context: InvocationContext | None = field(default=None, repr=False)
+    #: The handed-off RPC units whose writes its snapshot read: it commits only after them.
+    after: tuple[HandedOff, ...] = field(default=(), repr=False)
 
     def cancel(self) -> None:
         """Stop the attempt; anything it returns later is discarded."""
@@ -278,7 +281,11 @@ class Scheduler:
         step = attempt.step
         spec, sspec = self._spec(step)
         plan = sspec.plans[step.phase].loads
-        snapshot = await self._snapshots.read(step.flow_id, step.run_id, plan)
+        # An RPC that released these locks early may not have committed yet (see ``handoff``).
+        attempt.after = self._committer.handoffs.pending(step.flow_id)
+        snapshot = overlay(
+            await self._snapshots.read(step.flow_id, step.run_id, plan), attempt.after, plan
+        )
         if snapshot is None or not snapshot.run.is_running:
             self._stop(attempt)
             return
@@ -401,7 +408,7 @@ class Scheduler:
         """Commit a unit of this attempt and return True; a canceled or superseded attempt is
         dropped (False)."""
         try:
-            await self._committer.commit(unit)
+            await self._committer.commit(unit, attempt.after)
         except StaleAttemptError:
             self._stop(attempt)
             self._report(attempt.step, "superseded")

@@ -149,10 +149,18 @@ class SQLiteDatabase:
 
     async def write(self, unit: CommitUnit[T]) -> T:
         """Apply ``unit`` in the writer's next transaction and return its result once committed."""
+        return await self.submit(unit)
+
+    def submit(self, unit: CommitUnit[T]) -> asyncio.Future[T]:
+        """Queue ``unit`` for the writer now; the future resolves once it committed.
+
+        Units are applied in the order they were submitted (early lock release relies on it).
+        A unit with a ``mark_failed(error)`` method is told when it did not commit.
+        """
         assert self._writer is not None, "database is not open"
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._writer.submit(unit, future)
-        return await future
+        return future
 
     def reader(self) -> AsyncEngine:
         """Return the async engine for reads."""
@@ -300,6 +308,10 @@ class _SQLiteWriter:
             outcomes = [(False, exc)] * len(batch)
         if self._settings.on_batch is not None:
             self._settings.on_batch(len(batch))
+        for unit, (ok, value) in zip(units, outcomes, strict=True):
+            mark = getattr(unit, "mark_failed", None)
+            if not ok and mark is not None:
+                mark(value)  # here, before the next batch runs units that depend on it
         for (_unit, future), (ok, value) in zip(batch, outcomes, strict=True):
             future.get_loop().call_soon_threadsafe(_resolve, future, ok, value)
 

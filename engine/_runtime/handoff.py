@@ -1,0 +1,114 @@
+"""Early lock release: an RPC lets go of its locks once its commit unit is with the writer.
+
+One Flow's RPCs serialize through their locks, so the time a lock is held decides how many
+a Flow takes per second; waiting for the commit's fsync was most of it. On SQLite the single
+writer applies units in the order they were handed to it, so an RPC whose effects are only
+Attribute writes releases its locks as soon as its unit is queued (its caller is still
+answered only once the unit committed). The next holder of those locks reads the Flow's
+committed state with the writes of every unit still on its way laid over it (the handed-off
+state), and its own unit, queued behind them, commits only if each of them did: a unit that
+fails fails every unit that read what it wrote. GetAttributes and every other client read
+see committed state only.
+
+PostgreSQL commits units on several connections in parallel, in no fixed order, so there the
+locks are still held until the commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from engine._storage.records import AttributeWrite, LoadPlan, Snapshot, StoredValue
+
+
+class HandedOff:
+    """A commit unit queued for the writer, and the earlier handed-off units it read."""
+
+    __slots__ = ("after", "error", "run_id", "unit", "writes")
+
+    def __init__(
+        self,
+        unit: Callable[[Any], Any],
+        after: tuple[HandedOff, ...],
+        run_id: str = "",
+        writes: tuple[AttributeWrite, ...] = (),
+    ) -> None:
+        self.unit = unit
+        self.after = after
+        self.run_id = run_id
+        self.writes = writes
+        #: Why the unit did not commit, once known (set in the writer's thread, in order).
+        self.error: BaseException | None = None
+
+    def __call__(self, conn: Any) -> Any:
+        for earlier in self.after:
+            if earlier.error is not None:
+                # What this unit read was never committed: it must not commit either.
+                raise earlier.error
+        try:
+            return self.unit(conn)
+        except BaseException as exc:
+            self.error = exc
+            raise
+
+    def mark_failed(self, error: BaseException) -> None:
+        """The writer's word that the unit's transaction did not commit."""
+        if self.error is None:
+            self.error = error
+
+
+class Handoffs:
+    """Per Flow ID, the handed-off units whose locks are released and that have not ended."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, list[HandedOff]] = {}
+
+    def pending(self, flow_id: str) -> tuple[HandedOff, ...]:
+        """Return the Flow's units on their way to the database, oldest first."""
+        return tuple(self._pending.get(flow_id, ()))
+
+    def add(self, flow_id: str, unit: HandedOff) -> None:
+        """Note a unit whose locks are about to be released before it commits."""
+        self._pending.setdefault(flow_id, []).append(unit)
+
+    def remove(self, flow_id: str, unit: HandedOff) -> None:
+        """Forget a unit once it committed or failed (its effects are, or never will be, in
+        the database)."""
+        units = self._pending.get(flow_id)
+        if units is None:
+            return
+        units.remove(unit)
+        if not units:
+            del self._pending[flow_id]
+
+
+def overlay(
+    snapshot: Snapshot | None, pending: Iterable[HandedOff], plan: LoadPlan
+) -> Snapshot | None:
+    """Return ``snapshot`` with the Attribute writes of ``pending`` (of its run) laid over it,
+    for the keys ``plan`` loads."""
+    if snapshot is None:
+        return None
+    values: dict[tuple[str, str], StoredValue] | None = None
+    for unit in pending:
+        if unit.run_id != snapshot.run.run_id:
+            continue
+        for write in unit.writes:
+            if not _loads(plan, write.name, write.instance):
+                continue
+            if values is None:
+                values = dict(snapshot.values)
+            key = (write.name, write.instance)
+            if write.value is None and not write.blob:
+                values.pop(key, None)
+            else:
+                values[key] = StoredValue(write.value, write.blob)
+    return snapshot if values is None else replace(snapshot, values=values)
+
+
+def _loads(plan: LoadPlan, name: str, instance: str) -> bool:
+    if instance == "":
+        return plan.names is None or name in plan.names
+    return plan.loads_instance(name, instance)
