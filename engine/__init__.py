@@ -46,6 +46,7 @@ from engine.options import (
     RPCInvokeOptions,
     StartFlowOptions,
     StopType,
+    when_locks_released,
 )
 from engine.outputs import Heartbeat, StepOutput, StreamWrite
 from engine.registry import Registry
@@ -198,4 +199,5 @@ __all__ = [
     "graceful_complete",
     "rpc",
     "to_json_data",
+    "when_locks_released",
 ]

@@ -25,6 +25,7 @@ from engine import (
     FlowAlreadyStartedError,
     RPCLockConflictError,
     StartFlowOptions,
+    when_locks_released,
 )
 
 FlowIdQuery = Annotated[
@@ -124,7 +125,9 @@ async def retry_lock_conflicts(
     passes straight from one to the next instead of going to whoever retries at the right
     instant. Conflicts with holders elsewhere (another process, a call that bypassed this
     helper) are retried with full-jitter exponential backoff. The budget is the
-    ``lock_retry_seconds`` setting, waiting for the turn included.
+    ``lock_retry_seconds`` setting, waiting for the turn included. The turn passes on as soon
+    as the invocation released its locks (``engine.when_locks_released``), which on SQLite is
+    before its commit: the next caller's RPC then reads the handed-off state.
 
     Args:
         request: The request whose app holds the settings and the turns.
@@ -151,19 +154,29 @@ async def retry_lock_conflicts(
         raise RPCLockConflictError(
             lock.key, "an RPC", flow_id=flow_id, operation=operation
         ) from None
+    passed = False
+
+    def pass_turn() -> None:
+        """Let the next caller go: the locks are free (their commit may still be on its way)."""
+        nonlocal passed
+        if not passed:
+            passed = True
+            queue.release()
+
     try:
         backoff = FIRST_BACKOFF_SECONDS
-        while True:
-            try:
-                return await invoke()
-            except RPCLockConflictError:
-                if loop.time() + backoff > deadline:
-                    raise
-                # Full jitter keeps concurrent callers from retrying in lock-step.
-                await asyncio.sleep(random.uniform(0, backoff))
-                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+        with when_locks_released(pass_turn):
+            while True:
+                try:
+                    return await invoke()
+                except RPCLockConflictError:
+                    if loop.time() + backoff > deadline:
+                        raise
+                    # Full jitter keeps concurrent callers from retrying in lock-step.
+                    await asyncio.sleep(random.uniform(0, backoff))
+                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
     finally:
-        queue.release()
+        pass_turn()
 
 
 def _turn_lock(request: Request, turn: Hashable) -> asyncio.Lock:

@@ -33,11 +33,17 @@ from engine.errors import (
     RPCTimeoutError,
 )
 from engine.flow import Flow, RPCResult
-from engine.options import RPCInvokeOptions
+from engine.options import _ON_LOCKS_RELEASED, RPCInvokeOptions
 from engine.registry import Registry
 from engine.telemetry import Telemetry
 
 KNOWN_TYPES_LIMIT = 100_000
+
+
+def _locks_released() -> None:
+    callback = _ON_LOCKS_RELEASED.get()
+    if callback is not None:
+        callback()
 
 
 class _WrongGuess(Exception):
@@ -250,6 +256,7 @@ class RPCExecutor:
                     )
                     held = False  # early lock release: the next holder reads the hand-off
                     await self._locks.release_now(flow_id, owner)
+                    _locks_released()
                     await committed
                 else:
                     await self._committer.commit(unit, after)
@@ -257,6 +264,7 @@ class RPCExecutor:
         finally:
             if held:
                 await self._locks.release_now(flow_id, owner)
+                _locks_released()
 
     @staticmethod
     def _plan(
