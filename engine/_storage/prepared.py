@@ -82,7 +82,7 @@ class Prepared:
 
     def rows(self, conn: Connection, params: Mapping[str, Any] | None = None) -> list[Any]:
         """Run the statement and return all its rows."""
-        if conn.dialect.name != "sqlite":
+        if not _direct(conn):
             return list(conn.execute(self.statement, dict(params or {})).all())
         compiled = self._for(conn, None)
         cursor = conn.connection.driver_connection.execute(  # type: ignore[union-attr]
@@ -105,7 +105,7 @@ class Prepared:
 
     def run(self, conn: Connection, params: Mapping[str, Any] | None = None) -> int:
         """Run a statement that returns no rows; return how many rows it changed."""
-        if conn.dialect.name != "sqlite":
+        if not _direct(conn):
             return int(conn.execute(self.statement, dict(params or {})).rowcount)
         compiled = self._for(conn, None)
         cursor = conn.connection.driver_connection.execute(  # type: ignore[union-attr]
@@ -120,10 +120,17 @@ class Prepared:
         """
         if not params:
             return
-        if conn.dialect.name != "sqlite":
+        if not _direct(conn):
             conn.execute(self.statement, [dict(p) for p in params])
             return
         compiled = self._for(conn, tuple(sorted(params[0])))
         conn.connection.driver_connection.executemany(  # type: ignore[union-attr]
             compiled.sql, [compiled.arguments(p) for p in params]
         )
+
+
+def _direct(conn: Connection) -> bool:
+    """True on the stdlib sqlite3 driver, whose cursor a prepared statement runs on (aiosqlite,
+    used by some tools and tests through ``run_sync``, goes through SQLAlchemy)."""
+    dialect = conn.dialect
+    return dialect.name == "sqlite" and dialect.driver == "pysqlite"

@@ -19,7 +19,7 @@ from engine._storage import tables as t
 from engine._storage.schema import upgrade
 from engine._storage.search.queries import load_flow_info, prepare
 from tests.support.search_model import KEY_TYPES
-from tests.support.search_storage import close, link_parent, search_all, start
+from tests.support.search_storage import Reads, close, link_parent, search_all, start
 
 T0 = 1_800_000_000_000_000
 SECOND = 1_000_000
@@ -196,8 +196,8 @@ async def test_flow_info_holds_the_same_values_on_both_databases(db: AsyncEngine
     assert (by_id["half"].parent_flow_id, by_id["half"].parent_run_id) == ("q", "pr-2")
     assert by_id["none"].indexed == {}
     # FlowInfo reads the same one-statement page.
-    assert await load_flow_info(db, "half", None) == by_id["half"]
-    assert await load_flow_info(db, "min", "run-min") == low
+    assert await load_flow_info(Reads(db), "half", None) == by_id["half"]
+    assert await load_flow_info(Reads(db), "min", "run-min") == low
 
 
 async def test_every_string_column_compares_by_code_point_on_postgresql(
@@ -227,7 +227,7 @@ async def test_the_indexes_serve_full_text_prefixes_and_the_default_order(
     )
     # Many other rows of the same keys, so that the planner's choice shows which index serves.
     others = range(500)
-    values = {"key": "keyword1", "type": "KEYWORD", "value": '"a"'}
+    values = {"key": "keyword1", "type": "KEYWORD", "value": '"a"', "started_at": T0}
     run = {"flow_type": "F", "status": "RUNNING", "input": "null", "started_at": T0}
     async with db.begin() as conn:
         await conn.execute(

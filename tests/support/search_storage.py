@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert
@@ -24,6 +24,18 @@ from engine._storage.records import (
 )
 from engine._storage.search.queries import FoundRun, search_runs
 from tests.support.search_model import KEY_TYPES, Run
+
+
+class Reads:
+    """What the search queries read through (``Database.read``), over a bare AsyncEngine."""
+
+    def __init__(self, db: AsyncEngine) -> None:
+        self._db = db
+
+    async def read(self, query: Callable[[Connection], Any]) -> Any:
+        """Run ``query(conn)`` on a connection of its own."""
+        async with self._db.connect() as conn:
+            return await conn.run_sync(query)
 
 
 async def run_unit(db: AsyncEngine, unit: Any) -> CommitResult:
@@ -149,11 +161,14 @@ async def search_all(
     key_types: Mapping[str, IndexType] = KEY_TYPES,
 ) -> tuple[list[FoundRun], list[FoundRun]]:
     """Return the runs ``text`` matches in one page of 1000, and page by page of ``page_size``."""
-    whole = (await search_runs(db, text, dict(key_types), page_size=1000, page_token="")).runs
+    reads = Reads(db)
+    whole = (await search_runs(reads, text, dict(key_types), page_size=1000, page_token="")).runs
     paged: list[FoundRun] = []
     token = ""
     while True:
-        page = await search_runs(db, text, dict(key_types), page_size=page_size, page_token=token)
+        page = await search_runs(
+            reads, text, dict(key_types), page_size=page_size, page_token=token
+        )
         paged.extend(page.runs)
         token = page.next_page_token
         if not token:
