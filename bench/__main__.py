@@ -1,7 +1,8 @@
 """Run the benchmark scenarios: ``python -m bench [--quick] [--only NAME ...]``.
 
-Prints the machine first, then each scenario's block, and saves every figure to
-``bench/results/latest.json``.
+Prints the machine (and the versions that ran) first, a progress line as each scenario
+starts, each scenario's block, and at the end the table of issue 12's goals (bench._goals);
+saves every figure and that table (``"goals"``) to ``bench/results/latest.json``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import machine, print_machine
+from bench._goals import as_json, goals, load_memory, print_goals
 
 #: Scenario modules, run in this order. A module that does not exist yet is skipped.
 MODULES = [
@@ -57,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         "scenarios": {},
     }
     failed = False
-    for name in chosen:
+    began = time.monotonic()
+    for index, name in enumerate(chosen, 1):
+        spent = _clock(time.monotonic() - began)
+        print(f"\n[{index}/{len(chosen)}] {name}: starting, {spent} into the run", flush=True)
         try:
             module = importlib.import_module(f"bench.{name}")
         except ModuleNotFoundError as exc:
@@ -88,11 +93,21 @@ def main(argv: list[str] | None = None) -> int:
             **figures,
         }
 
+    rows = goals(results, load_memory())
+    print_goals(rows, args.quick, info)
+    total = time.monotonic() - began
+    print(f"  all scenarios took {_clock(total)}")
+    results["goals"] = as_json(rows)
+    results["seconds"] = round(total, 1)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")
     shown = RESULTS.relative_to(Path.cwd()) if RESULTS.is_relative_to(Path.cwd()) else RESULTS
     print(f"\nresults saved to {shown}")
     return 1 if failed else 0
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -10,6 +12,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,8 +50,23 @@ def wrk_path() -> str | None:
     return shutil.which("wrk")
 
 
+#: The distributions whose versions head every run (None when one is not installed).
+VERSIONED = ("fastapi", "uvicorn", "sqlalchemy", "pydantic", "aiosqlite", "asyncpg", "dbos")
+
+
+def versions() -> dict[str, str | None]:
+    """Return the installed version of each VERSIONED distribution (None when missing)."""
+    found: dict[str, str | None] = {}
+    for name in VERSIONED:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 def machine() -> dict[str, Any]:
-    """Describe the machine the figures were measured on."""
+    """Describe the machine the figures were measured on, and the versions that ran."""
     wrk = wrk_path()
     wrk_version = None
     if wrk:
@@ -63,6 +81,7 @@ def machine() -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "platform": platform.platform(),
         "wrk": wrk_version,
+        "versions": versions(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -76,6 +95,8 @@ def print_machine(info: Mapping[str, Any]) -> None:
     print(f"  sqlite       {info['sqlite']}")
     print(f"  platform     {info['platform']}")
     print(f"  wrk          {info['wrk'] or 'not installed'}")
+    shown = ", ".join(f"{k} {v or 'not installed'}" for k, v in info["versions"].items())
+    print(f"  packages     {shown}")
     load = " ".join(f"{x:.2f}" for x in info["load_average"])
     print(f"  load average {load} (1, 5, 15 min; other work on the machine adds noise)")
 
@@ -237,6 +258,26 @@ def stop_server(srv: Server) -> None:
         process.wait(SERVER_STOP_TIMEOUT)
 
 
+def start_flows(url: str, flow_type: str, flow_ids: Sequence[str], parallel: int = 16) -> None:
+    """Start ``flow_ids`` (input null) over HTTP, ``parallel`` at a time; raise on a non-2xx.
+
+    Setup, not a measurement: parallel because one commit each, in a row, adds seconds.
+    """
+
+    async def run() -> None:
+        limits = httpx.Limits(max_connections=parallel, max_keepalive_connections=parallel)
+        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60.0) as client:
+
+            async def starter(first: int) -> None:
+                for flow_id in flow_ids[first::parallel]:
+                    body = {"flowType": flow_type, "flowId": flow_id, "input": None}
+                    (await client.post("/api/v1/flows", json=body)).raise_for_status()
+
+            await asyncio.gather(*(starter(w) for w in range(parallel)))
+
+    asyncio.run(run())
+
+
 # -- wrk --------------------------------------------------------------------------------------
 
 WRK_MARKER = "WRKJSON "
@@ -286,6 +327,31 @@ def run_wrk(
     data["command"] = " ".join(cmd[:-3] + [script.name])
     data["url"] = url
     return data
+
+
+def combine_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum a load's rounds; p50 is the median of the rounds', p99 the worst round's."""
+    statuses: dict[str, int] = {}
+    for r in rounds:
+        for k, v in r["statuses"].items():
+            statuses[k] = statuses.get(k, 0) + v
+    duration = sum(r["duration_us"] for r in rounds)
+    requests = sum(r["requests"] for r in rounds)
+    ok = sum(r["ok"] for r in rounds)
+    return {
+        "requests": requests,
+        "ok": ok,
+        "duration_us": duration,
+        "statuses": statuses,
+        "socket_errors": sum(r.get("socket_errors", 0) for r in rounds),
+        "p50_us": int(statistics.median(r["p50_us"] for r in rounds)),
+        "p99_us": max(r["p99_us"] for r in rounds),
+        "max_us": max(r["max_us"] for r in rounds),
+        "requests_per_second": round(requests / (duration / 1e6), 1),
+        "ok_per_second": round(ok / (duration / 1e6), 1),
+        "round_ok_per_second": [round(r["ok"] / (r["duration_us"] / 1e6), 1) for r in rounds],
+        "command": rounds[0]["command"],
+    }
 
 
 def wrk_missing_note() -> str:

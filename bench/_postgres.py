@@ -33,8 +33,8 @@ import httpx
 
 from bench._common import LUA_DIR, REPO, fallback_summary, run_wrk, wrk_path
 from bench._flow_worker import MARKER, RUN_DEADLINE_S, WAIT_SECONDS, _drive_async
-from bench.http_register import BASE, CONNECTIONS, WRK_THREADS
-from bench.rpc_roundtrip import BODY, FLOW_PREFIX, TARGETS
+from bench.http_register import BASE, WRK_THREADS
+from bench.rpc_roundtrip import BODY, CONNECTIONS, FLOW_PREFIX, TARGETS
 
 #: The server and an existing database to issue CREATE/DROP DATABASE from (overridable).
 ADMIN_URL_ENV = "BENCH_POSTGRES_URL"

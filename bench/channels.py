@@ -21,19 +21,20 @@ Figures:
   workflow makes per message. p50/p99 of that round trip, and of publish → the consumer's code
   handled it (the ``perf_counter`` the Step's execute, or the workflow after ``recv``, notes
   first in a dict of the process: no I/O, so the split costs nothing).
-- throughput: F Flows at once (1, 16 and, in full runs, 64), one sequential publisher per Flow
+- throughput: F Flows at once (1 and 16), one sequential publisher per Flow
   sending its share back to back while its consumer drains; messages per second from the first
   publish to the last message handled (that noted stamp, so the end is not blurred by how the
   client observes it).
 
 Every run is a fresh interpreter (``python -m bench._channel_worker``) on a fresh temp
 directory; the latency phase warms up on its first round trips, each throughput phase on Flows
-of its own. A full run makes two rounds of the dexlite and ``poll 10 ms`` variants, alternating,
-and reports each figure's best round; ``poll 1 s`` runs once with few latency samples (each
-takes about 2 s). Correctness, checked per Flow after each phase, warm-ups included: the
-consumer's count and sum show each message consumed once, with no duplicate; dexlite's history
-lists each published message ID consumed exactly once and its inbox ends empty; DBOS's
-notifications table holds every message consumed and none pending. Order is reported apart.
+of its own. The dexlite and ``poll 10 ms`` variants alternate, in one round (``make bench`` has
+ten minutes for everything; with more rounds each figure is its best round); ``poll 1 s`` runs
+once with few latency samples (each takes about 2 s). Correctness, checked per Flow after each
+phase, warm-ups included: the consumer's count and sum show each message consumed once, with no
+duplicate; dexlite's history lists each published message ID consumed exactly once and its
+inbox ends empty; DBOS's notifications table holds every message consumed and none pending.
+Order is reported apart.
 """
 
 from __future__ import annotations
@@ -73,13 +74,13 @@ def _sizes(quick: bool) -> dict[str, Any]:
             "slow_latency": 3,  # poll 1 s: measured round trips, after one warm-up
         }
     return {
-        "rounds": 2,
-        "latency": 300,
-        "latency_warmup": 20,
-        "latency_budget_s": 20.0,
-        "throughput": [(1, 300), (16, 40), (64, 10)],
-        "throughput_warmup": 5,
-        "slow_latency": 10,
+        "rounds": 1,
+        "latency": 150,
+        "latency_warmup": 10,
+        "latency_budget_s": 8.0,
+        "throughput": [(1, 150), (16, 25)],
+        "throughput_warmup": 3,
+        "slow_latency": 3,
     }
 
 

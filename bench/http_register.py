@@ -1,15 +1,30 @@
 """Register over real HTTP against a real server: latency at 300 vs 20,000 records, and
-registrations per second with 16 parallel connections (wrk), checked against the stored state.
+registrations per second on one Flow from 32 parallel connections (wrk) against two baselines
+loaded the same way in the same run, checked against the stored state.
 
 The server is ``uvicorn --factory app.main:create_app`` (the bundled examples) on a free
 127.0.0.1 port and a temp database. Both sizes are seeded before the server starts, by a
 direct Engine on the same database file, in the layout registrations leave behind.
+
+The baselines are ``bench._server:bare_app`` on a second uvicorn process, both with the
+register route's own body model and response model:
+
+- ``POST /sqla-register``: one SQLAlchemy-async INSERT + COMMIT per request (aiosqlite, WAL,
+  synchronous=FULL): what a typical FastAPI + SQLAlchemy service does per write;
+- ``POST /echo``: the body validated by pydantic and answered, no database: the HTTP limit.
+
+The three loads alternate in rounds (register, SQLAlchemy, echo, then again), so a noisy
+neighbour on the machine hits every figure alike; each register round runs on a fresh Flow and
+is checked on its own: every response 201, the sequences distinct, and the stored
+``nextSequence`` equal to the 201s plus the replies wrk cut off in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,6 +32,7 @@ import httpx
 import engine
 from bench._common import (
     LUA_DIR,
+    combine_rounds,
     dexlite_env,
     fallback_summary,
     heading,
@@ -30,16 +46,24 @@ from bench._common import (
     wrk_path,
 )
 from bench._seed import chunked_state
+from bench._server import BARE_DB_ENV, SQLA_DB_ENV
 from patterns.sequentially_chunked_attribute_map.flow import CHUNK_SIZE, ChunkedSubscriberFlow
 from patterns.sequentially_chunked_attribute_map.routes import DEFAULT_FLOW_ID
 
 BASE = "/patterns/sequentially-chunked-attribute-map"
 WARMUP = 10
-CONNECTIONS = 16
+#: Parallel connections of the load (issue 12 states its goal at 32).
+CONNECTIONS = 32
 WRK_THREADS = 2
 SMALL = 300
 LARGE = 20_000
 WRK_FLOW_ID = "bench-register-wrk"
+#: The loads of each round, in order: label -> what it is.
+TARGETS = {
+    "register": "dexlite register, one Flow",
+    "sqla": "FastAPI + SQLAlchemy-async INSERT + COMMIT",
+    "echo": "FastAPI pydantic echo (the HTTP limit)",
+}
 
 
 def _sizes(quick: bool) -> dict[str, Any]:
@@ -48,10 +72,18 @@ def _sizes(quick: bool) -> dict[str, Any]:
             "small": SMALL,
             "large": LARGE,
             "registers": 100,
-            "load_seconds": 5,
-            "budget_s": 20.0,
+            "budget_s": 8.0,
+            "rounds": 1,
+            "round_seconds": 4,
         }
-    return {"small": SMALL, "large": LARGE, "registers": 400, "load_seconds": 10, "budget_s": 40.0}
+    return {
+        "small": SMALL,
+        "large": LARGE,
+        "registers": 250,
+        "budget_s": 10.0,
+        "rounds": 2,
+        "round_seconds": 4,
+    }
 
 
 async def _seed(db_url: str, blob_dir: str, flows: dict[str, int]) -> None:
@@ -166,13 +198,96 @@ async def _httpx_load(url: str, seconds: int) -> dict[str, Any]:
     }
 
 
+def _load(url: str, seconds: int) -> dict[str, Any]:
+    """POST register-shaped bodies (a unique email each) to ``url`` from CONNECTIONS."""
+    if not wrk_path():
+        return asyncio.run(_httpx_load(url, seconds))
+    return run_wrk(
+        url,
+        LUA_DIR / "post.lua",
+        threads=WRK_THREADS,
+        connections=CONNECTIONS,
+        seconds=seconds,
+        env={"BENCH_MODE": "register", "BENCH_THREADS": str(WRK_THREADS)},
+    )
+
+
+def _check_register(
+    load: dict[str, Any], state: dict[str, Any], current: list[dict[str, Any]]
+) -> None:
+    """Every reply 201 with a distinct sequence; nextSequence - 1 = 201s (+ cut off by wrk)."""
+    created = int(load["statuses"].get("201", 0))
+    committed = state["nextSequence"] - 1
+    seqs = load["sequences"]
+    # wrk stops at its deadline without reading the replies still in flight; the server
+    # commits those anyway, so up to CONNECTIONS registrations have no 201. The httpx
+    # fallback reads every reply.
+    allowed = CONNECTIONS if wrk_path() else 0
+    load["next_sequence_minus_1"] = committed
+    load["created_201"] = created
+    load["cut_off_in_flight"] = committed - created
+    load["non_201"] = {k: v for k, v in load["statuses"].items() if k != "201"}
+    load["state_ok"] = (
+        not load["non_201"]
+        and load.get("socket_errors", 0) == 0
+        and seqs["duplicates"] == 0
+        and seqs["distinct"] == created
+        and seqs["max"] <= committed
+        and 0 <= committed - created <= allowed
+        and _current_ok(state["nextSequence"], current)
+    )
+
+
+def _parallel(
+    client: httpx.Client, dex_url: str, bare_url: str, sqla_db: Path, sizes: dict[str, Any]
+) -> dict[str, Any]:
+    """Run the rounds of the three loads; return each load combined, with its checks."""
+    rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in TARGETS}
+    for r in range(sizes["rounds"]):
+        for label in TARGETS:
+            if label == "register":
+                flow_id = f"{WRK_FLOW_ID}-{r}"
+                client.post(f"{BASE}/start", params={"flowId": flow_id}).raise_for_status()
+                load = _load(f"{dex_url}{BASE}/register?flowId={flow_id}", sizes["round_seconds"])
+                state, current = _settled_state(client, flow_id)
+                _check_register(load, state, current)
+            else:
+                path = "/sqla-register" if label == "sqla" else "/echo"
+                load = _load(bare_url + path, sizes["round_seconds"])
+            rounds[label].append(load)
+    out: dict[str, Any] = {}
+    for label, done in rounds.items():
+        out[label] = {
+            **combine_rounds(done),
+            "rounds": [{k: v for k, v in d.items() if k != "statuses"} for d in done],
+        }
+    register = out["register"]
+    register["state_ok"] = all(d["state_ok"] for d in rounds["register"])
+    register["non_201"] = {k: v for k, v in register["statuses"].items() if k != "201"}
+    # The SQLAlchemy baseline is checked too: one stored row per 201 (+ wrk's cut-offs).
+    time.sleep(0.5)
+    with sqlite3.connect(sqla_db) as conn:
+        stored = int(conn.execute("SELECT COUNT(*) FROM subscribers").fetchone()[0])
+    sqla = out["sqla"]
+    sqla["stored_rows"] = stored
+    sqla["cut_off_in_flight"] = stored - sqla["ok"]
+    allowed = CONNECTIONS * sizes["rounds"] if wrk_path() else 0
+    sqla["state_ok"] = set(sqla["statuses"]) <= {"201"} and 0 <= stored - sqla["ok"] <= allowed
+    return out
+
+
 def main(quick: bool) -> dict[str, Any]:
-    """Measure register latency at two sizes and parallel throughput over HTTP."""
+    """Measure register latency at two sizes, and parallel throughput against baselines."""
     sizes = _sizes(quick)
     small, large = sizes["small"], sizes["large"]
     small_id = f"bench-register-{small}"
+    note = None if wrk_path() else wrk_missing_note()
     with temp_dir("register") as tmp:
         env = dexlite_env(tmp)
+        sqla_db = tmp / "sqla.db"
+        bare_env = dexlite_env(
+            tmp, **{BARE_DB_ENV: str(tmp / "bare.db"), SQLA_DB_ENV: str(sqla_db)}
+        )
         started = time.perf_counter()
         asyncio.run(
             _seed(
@@ -184,6 +299,7 @@ def main(quick: bool) -> dict[str, Any]:
         seed_s = time.perf_counter() - started
         with (
             server("app.main:create_app", env, tmp) as srv,
+            server("bench._server:bare_app", bare_env, tmp) as bare,
             httpx.Client(base_url=srv.url, timeout=30.0) as client,
         ):
             sequential: dict[str, Any] = {}
@@ -205,55 +321,54 @@ def main(quick: bool) -> dict[str, Any]:
                     and _current_ok(state["nextSequence"], current)
                 )
                 sequential[f"register@{count}"] = stat
-
-            start = client.post(f"{BASE}/start", params={"flowId": WRK_FLOW_ID})
-            start.raise_for_status()
-            url = f"{srv.url}{BASE}/register?flowId={WRK_FLOW_ID}"
-            note = None
-            if wrk_path():
-                load = run_wrk(
-                    url,
-                    LUA_DIR / "post.lua",
-                    threads=WRK_THREADS,
-                    connections=CONNECTIONS,
-                    seconds=sizes["load_seconds"],
-                    env={"BENCH_MODE": "register", "BENCH_THREADS": str(WRK_THREADS)},
-                )
-            else:
-                note = wrk_missing_note()
-                load = asyncio.run(_httpx_load(url, sizes["load_seconds"]))
-            state, current = _settled_state(client, WRK_FLOW_ID)
-            created = int(load["statuses"].get("201", 0))
-            committed = state["nextSequence"] - 1
-            seqs = load["sequences"]
-            load["next_sequence_minus_1"] = committed
-            load["created_201"] = created
-            load["cut_off_in_flight"] = committed - created
-            load["non_2xx"] = {k: v for k, v in load["statuses"].items() if not 200 <= int(k) < 300}
-            # wrk stops at its deadline without reading the replies still in flight; the
-            # server commits those anyway, so up to CONNECTIONS registrations have no 201.
-            load["state_ok"] = (
-                seqs["duplicates"] == 0
-                and seqs["distinct"] == created
-                and seqs["max"] <= committed
-                and 0 <= committed - created <= CONNECTIONS
-                and _current_ok(state["nextSequence"], current)
-            )
+            loads = _parallel(client, srv.url, bare.url, sqla_db, sizes)
         server_log = srv.log_tail(10)
 
     small_stat, large_stat = sequential[f"register@{small}"], sequential[f"register@{large}"]
+    reg, sqla, echo = loads["register"], loads["sqla"], loads["echo"]
     ratios = {
         f"register_p50_{large}_over_{small}": ratio(large_stat["p50_ms"], small_stat["p50_ms"]),
         f"register_p99_{large}_over_{small}": ratio(large_stat["p99_ms"], small_stat["p99_ms"]),
+        "register_per_s_over_sqla_commit_per_s": ratio(reg["ok_per_second"], sqla["ok_per_second"]),
+        "register_per_s_over_pydantic_echo_per_s": ratio(
+            reg["ok_per_second"], echo["ok_per_second"]
+        ),
+        "sqla_commit_per_s_over_pydantic_echo_per_s": ratio(
+            sqla["ok_per_second"], echo["ok_per_second"]
+        ),
         "parallel_201_per_s_over_sequential_per_s": ratio(
-            load["ok_per_second"], 1000 / small_stat["mean_ms"]
+            reg["ok_per_second"], 1000 / small_stat["mean_ms"]
         ),
     }
+    ok = all(s["state_ok"] for s in sequential.values()) and reg["state_ok"] and sqla["state_ok"]
+    _print(sizes, seed_s, sequential, loads, ratios, note)
+    if not ok and server_log:
+        print(f"  server log tail:\n{server_log}")
+    return {
+        "sizes": sizes,
+        "connections": CONNECTIONS,
+        "seed_seconds": round(seed_s, 2),
+        "sequential": sequential,
+        "parallel": loads,
+        "ratios": ratios,
+        "checks_ok": ok,
+        "load_note": note,
+    }
 
+
+def _print(
+    sizes: dict[str, Any],
+    seed_s: float,
+    sequential: dict[str, Any],
+    loads: dict[str, Any],
+    ratios: dict[str, float],
+    note: str | None,
+) -> None:
+    small, large = sizes["small"], sizes["large"]
     heading(f"HTTP register: {small:,} vs {large:,} records, and {CONNECTIONS} connections")
     print(
-        f"  server: uvicorn app.main:create_app, 1 process, SQLite WAL synchronous=FULL; "
-        f"seeded in {seed_s:.1f} s"
+        "  servers: uvicorn app.main:create_app and bench._server:bare_app, 1 process each, "
+        f"SQLite WAL synchronous=FULL; seeded in {seed_s:.1f} s"
     )
     print(
         f"  sequential httpx client (keep-alive), sizes interleaved, {WARMUP} warm-up "
@@ -271,34 +386,31 @@ def main(quick: bool) -> dict[str, Any]:
         )
     if note:
         print(f"  note: {note}")
-    print_wrk(f"{CONNECTIONS} parallel connections on one Flow ({load['command']}):", load)
     print(
-        "    (registrations serialize on the log's locks; the route lines callers up in "
-        "arrival order, so latency is the queue ahead of a caller)"
+        f"  {CONNECTIONS} connections, {sizes['rounds']} alternating round(s) of "
+        f"{sizes['round_seconds']} s per load; p50 = median of rounds, p99 = worst round"
     )
-    seqs = load["sequences"]
+    for label, title in TARGETS.items():
+        rates = ", ".join(f"{r:,.0f}" for r in loads[label]["round_ok_per_second"])
+        print_wrk(f"{title}: rounds {rates} 2xx/s", loads[label])
+    print(f"    load: {loads['register']['command']}")
+    reg, sqla = loads["register"], loads["sqla"]
+    for i, r in enumerate(reg["rounds"]):
+        seqs = r["sequences"]
+        print(
+            f"  register round {i + 1}: 201s {r['created_201']} ({seqs['distinct']} distinct, "
+            f"{seqs['duplicates']} duplicates), non-201 {r['non_201'] or 'none'}; "
+            f"nextSequence-1 {r['next_sequence_minus_1']} = 201s + {r['cut_off_in_flight']} "
+            f"cut off in flight (<= {CONNECTIONS}): {'ok' if r['state_ok'] else 'MISMATCH'}"
+        )
     print(
-        f"    201 responses {created} ({seqs['distinct']} distinct sequences, "
-        f"{seqs['duplicates']} duplicates); non-2xx {load['non_2xx'] or 'none'}"
+        f"  SQLAlchemy baseline: stored rows {sqla['stored_rows']} = 2xx + "
+        f"{sqla['cut_off_in_flight']} cut off in flight: {'ok' if sqla['state_ok'] else 'MISMATCH'}"
     )
     print(
-        f"    nextSequence-1 {load['next_sequence_minus_1']} = 201s + "
-        f"{load['cut_off_in_flight']} committed for requests still in flight when the load "
-        f"stopped (<= {CONNECTIONS}): {'ok' if load['state_ok'] else 'MISMATCH'}"
+        "  note: registrations on one Flow serialize on the log's locks; the load generator "
+        "and the servers share the machine's cores"
     )
-    print("    note: the load generator and the server share the machine's cores")
     print("  ratios (same run):")
     for name, value in ratios.items():
         print(f"    {name:<44}{value:>8.2f}x")
-    ok = all(s["state_ok"] for s in sequential.values()) and load["state_ok"]
-    if not ok and server_log:
-        print(f"  server log tail:\n{server_log}")
-    return {
-        "sizes": sizes,
-        "seed_seconds": round(seed_s, 2),
-        "sequential": sequential,
-        "parallel": load,
-        "ratios": ratios,
-        "checks_ok": ok,
-        "load_note": note,
-    }

@@ -5,9 +5,10 @@ Three deployments run side by side: SQLite (one process, a temp file, WAL synchr
 PostgreSQL with one process, and PostgreSQL with two processes on one database (same
 ``DEXLITE_DATABASE_URL`` and ``DEXLITE_BLOB_DIR``, default lease). Every PostgreSQL deployment
 gets a database of its own, ``dexlite_bench_<tag>_<random>``, dropped WITH (FORCE) afterwards.
-The load is CONNECTIONS (16) connections in all three, dealt round-robin to the processes'
-ports; the loads alternate between the deployments in rounds, so a noisy neighbour on the
-machine hits every figure alike.
+The HTTP servers are ``bench._server:register_and_rpc_app`` (the chunked pattern's routes and
+CounterFlow's RPC), started once per deployment for both HTTP loads. The load is CONNECTIONS
+(16) connections in all three, dealt round-robin to the processes' ports; the loads alternate
+between the deployments in rounds, so a noisy neighbour on the machine hits every figure alike.
 
 - register: ``POST .../sequentially-chunked-attribute-map/register`` on one Flow (started with
   ``POST .../start``, a fresh Flow per round), as http_register; every response must be 201,
@@ -34,17 +35,19 @@ import httpx
 from bench import _postgres as pg
 from bench._common import (
     Server,
+    combine_rounds,
     dexlite_env,
     heading,
     latency_summary,
     ratio,
     server,
+    start_flows,
     temp_dir,
     wrk_missing_note,
     wrk_path,
 )
-from bench.http_register import BASE, CONNECTIONS, _current_ok, _settled_state
-from bench.rpc_roundtrip import TARGETS, _check, _combine
+from bench.http_register import BASE, _current_ok, _settled_state
+from bench.rpc_roundtrip import CONNECTIONS, TARGETS, _check
 
 #: The deployments, in the order their loads alternate: key -> (label, processes).
 DEPLOYMENTS = {
@@ -59,19 +62,19 @@ def _sizes(quick: bool) -> dict[str, Any]:
     if quick:
         return {
             "rounds": 1,
-            "load_seconds": 3,
-            "flows": 150,
+            "load_seconds": 2,
+            "flows": 100,
             "concurrency": 64,
             "warmup": 16,
-            "pgbench_seconds": 3,
+            "pgbench_seconds": 2,
         }
     return {
-        "rounds": 2,
-        "load_seconds": 5,
-        "flows": 300,
+        "rounds": 1,
+        "load_seconds": 3,
+        "flows": 150,
         "concurrency": 64,
-        "warmup": 32,
-        "pgbench_seconds": 8,
+        "warmup": 16,
+        "pgbench_seconds": 3,
     }
 
 
@@ -118,26 +121,25 @@ def _register_check(load: dict[str, Any], state: dict[str, Any], current: list[A
     )
 
 
-def _register(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
+def _register(deps: dict[str, list[Server]], sizes: dict[str, Any]) -> dict[str, Any]:
     """Registrations/s on one Flow per round, every deployment in turn, checked each round."""
     rounds: dict[str, list[dict[str, Any]]] = {key: [] for key in DEPLOYMENTS}
-    with _deployments(tmp, "app.main:create_app", "reg") as deps:
-        for r in range(sizes["rounds"]):
-            for key, servers in deps.items():
-                flow_id = f"bench-pg-register-{r}"
-                with httpx.Client(base_url=servers[0].url, timeout=30.0) as client:
-                    client.post(f"{BASE}/start", params={"flowId": flow_id}).raise_for_status()
-                load = pg.register_load([s.url for s in servers], flow_id, sizes["load_seconds"])
-                # Read back through the last process: with two, not the one that started it.
-                with httpx.Client(base_url=servers[-1].url, timeout=30.0) as client:
-                    state, current = _settled_state(client, flow_id)
-                _register_check(load, state, current)
-                rounds[key].append(load)
-        logs = {key: servers[-1].log_tail(10) for key, servers in deps.items()}
+    for r in range(sizes["rounds"]):
+        for key, servers in deps.items():
+            flow_id = f"bench-pg-register-{r}"
+            with httpx.Client(base_url=servers[0].url, timeout=30.0) as client:
+                client.post(f"{BASE}/start", params={"flowId": flow_id}).raise_for_status()
+            load = pg.register_load([s.url for s in servers], flow_id, sizes["load_seconds"])
+            # Read back through the last process: with two, not the one that started it.
+            with httpx.Client(base_url=servers[-1].url, timeout=30.0) as client:
+                state, current = _settled_state(client, flow_id)
+            _register_check(load, state, current)
+            rounds[key].append(load)
+    logs = {key: servers[-1].log_tail(10) for key, servers in deps.items()}
     out = {}
     for key, done in rounds.items():
         out[key] = {
-            **_combine(done),
+            **combine_rounds(done),
             "rounds": [{k: v for k, v in d.items() if k != "statuses"} for d in done],
             "state_ok": all(d["state_ok"] for d in done),
             "server_log_tail": None if all(d["state_ok"] for d in done) else logs[key],
@@ -148,45 +150,36 @@ def _register(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
 # -- RPC --------------------------------------------------------------------------------------
 
 
-def _rpc(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
+def _rpc(deps: dict[str, list[Server]], sizes: dict[str, Any]) -> dict[str, Any]:
     """RPCs/s on TARGETS distinct CounterFlows, every deployment in turn; counters checked."""
     rounds: dict[str, list[dict[str, Any]]] = {key: [] for key in DEPLOYMENTS}
     out = {}
-    with _deployments(tmp, "bench._server:rpc_app", "rpc") as deps:
-        for servers in deps.values():
-            for i, srv in enumerate(servers):
-                with httpx.Client(base_url=srv.url, timeout=30.0) as client:
-                    for n in range(TARGETS // len(servers)):
-                        client.post(
-                            "/api/v1/flows",
-                            json={
-                                "flowType": "CounterFlow",
-                                "flowId": f"{pg.counter_prefix(i)}{n}",
-                                "input": None,
-                            },
-                        ).raise_for_status()
-        for _ in range(sizes["rounds"]):
-            for key, servers in deps.items():
-                rounds[key].append(pg.rpc_load([s.url for s in servers], sizes["load_seconds"]))
-        time.sleep(1.0)  # let replies wrk stopped reading finish committing
+    for servers in deps.values():
+        for i, srv in enumerate(servers):
+            ids = [f"{pg.counter_prefix(i)}{n}" for n in range(TARGETS // len(servers))]
+            start_flows(srv.url, "CounterFlow", ids)
+    for _ in range(sizes["rounds"]):
         for key, servers in deps.items():
-            total = 0
-            # Read every counter through the last process, so with two processes half of
-            # them are read through the process that did not serve their RPCs.
-            with httpx.Client(base_url=servers[-1].url, timeout=30.0) as client:
-                for i in range(len(servers)):
-                    for n in range(TARGETS // len(servers)):
-                        response = client.get(
-                            f"/api/v1/flows/{pg.counter_prefix(i)}{n}/attributes",
-                            params={"name": "Counter"},
-                        )
-                        response.raise_for_status()
-                        total += response.json()["values"].get("Counter", 0)
-            load = _combine(rounds[key])
-            _check(load, total, 0)
-            if not rounds[key][0]["wrk"]:
-                load["state_ok"] = load["state_ok"] and load["cut_off_in_flight"] == 0
-            out[key] = load
+            rounds[key].append(pg.rpc_load([s.url for s in servers], sizes["load_seconds"]))
+    time.sleep(1.0)  # let replies wrk stopped reading finish committing
+    for key, servers in deps.items():
+        total = 0
+        # Read every counter through the last process, so with two processes half of them
+        # are read through the process that did not serve their RPCs.
+        with httpx.Client(base_url=servers[-1].url, timeout=30.0) as client:
+            for i in range(len(servers)):
+                for n in range(TARGETS // len(servers)):
+                    response = client.get(
+                        f"/api/v1/flows/{pg.counter_prefix(i)}{n}/attributes",
+                        params={"name": "Counter"},
+                    )
+                    response.raise_for_status()
+                    total += response.json()["values"].get("Counter", 0)
+        load = combine_rounds(rounds[key])
+        _check(load, total, 0)
+        if not rounds[key][0]["wrk"]:
+            load["state_ok"] = load["state_ok"] and load["cut_off_in_flight"] == 0
+        out[key] = load
     return out
 
 
@@ -348,7 +341,10 @@ def main(quick: bool) -> dict[str, Any]:
     note = None if wrk_path() else wrk_missing_note()
     with temp_dir("postgres") as tmp:
         bench_runs = [pg.pgbench(sizes["pgbench_seconds"])]
-        results = {"register": _register(tmp, sizes), "rpc": _rpc(tmp, sizes)}
+        # One set of servers serves both HTTP loads (the register route and CounterFlow's
+        # RPC), so each deployment starts once.
+        with _deployments(tmp, "bench._server:register_and_rpc_app", "http") as deps:
+            results = {"register": _register(deps, sizes), "rpc": _rpc(deps, sizes)}
         results["flows"] = _flows(tmp, sizes)
         if sizes["rounds"] > 1:  # a second reference at the end, to see the machine drift
             bench_runs.append(pg.pgbench(sizes["pgbench_seconds"]))

@@ -1,20 +1,26 @@
-"""RPC round trips per second over HTTP against a bare FastAPI endpoint doing one SQLite commit.
+"""RPC round trips per second over HTTP against bare FastAPI endpoints that write to SQLite.
 
 Engine side: ``POST /api/v1/flows/{flowId}/rpcs/increment`` on a server built by
 ``bench._server:rpc_app`` (app.main.create_app with a Registry of the bench's CounterFlow), one
-small locked read-modify-write RPC. Baseline: ``bench._server:bare_app``, FastAPI on uvicorn
-whose endpoint runs one BEGIN IMMEDIATE / UPDATE ... RETURNING / COMMIT on a stdlib sqlite3
-file in WAL with synchronous=FULL, plus a ``/noop`` route that touches no database. Both take the
-same JSON body and are loaded by wrk with 16 connections spread over 256 targets (Flows or
-counter rows), so the RPC locks rarely collide. Both servers run side by side and the loads
-alternate in rounds, so a noisy neighbour on the machine hits every figure alike.
+small locked read-modify-write RPC. Baselines, all on ``bench._server:bare_app`` (FastAPI on
+uvicorn, SQLite in WAL with synchronous=FULL):
+
+- ``/sqla/{id}``: one SQLAlchemy-async INSERT + COMMIT (aiosqlite, the default pool), what a
+  typical FastAPI + SQLAlchemy service does per write;
+- ``/counters/{id}``: one BEGIN IMMEDIATE / UPDATE ... RETURNING / COMMIT on a stdlib sqlite3
+  connection, inline on the event loop: the disk floor;
+- ``/noop/{id}``: no database, the HTTP ceiling.
+
+All take the same JSON body and are loaded by wrk with 16 connections spread over 256 targets
+(Flows or counter rows), so the RPC locks rarely collide. Both servers run side by side and the
+loads alternate in rounds, so a noisy neighbour on the machine hits every figure alike. Every
+2xx must be one stored increment (or row), give or take the replies wrk cut off in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,7 @@ import httpx
 import engine
 from bench._common import (
     LUA_DIR,
+    combine_rounds,
     dexlite_env,
     fallback_summary,
     heading,
@@ -32,12 +39,13 @@ from bench._common import (
     ratio,
     run_wrk,
     server,
+    start_flows,
     temp_dir,
     wrk_missing_note,
     wrk_path,
 )
 from bench._flows import CounterFlow
-from bench._server import BARE_DB_ENV, BARE_ROWS_ENV
+from bench._server import BARE_DB_ENV, BARE_ROWS_ENV, SQLA_DB_ENV
 
 TARGETS = 256
 CONNECTIONS = 16
@@ -47,6 +55,7 @@ FLOW_PREFIX = "bench-counter-"
 BODY = '{"input":1}'
 RPC_PATH = ("/api/v1/flows/" + FLOW_PREFIX, "/rpcs/increment")
 COMMIT_PATH = ("/counters/", "")
+SQLA_PATH = ("/sqla/", "")
 NOOP_PATH = ("/noop/", "")
 
 
@@ -54,17 +63,17 @@ def _sizes(quick: bool) -> dict[str, Any]:
     if quick:
         return {
             "rounds": 1,
-            "round_seconds": 5,
+            "round_seconds": 4,
             "sequential": 100,
-            "budget_s": 10.0,
+            "budget_s": 6.0,
             "inprocess_seconds": 2,
         }
     return {
         "rounds": 2,
-        "round_seconds": 5,
+        "round_seconds": 4,
         "sequential": 300,
-        "budget_s": 20.0,
-        "inprocess_seconds": 4,
+        "budget_s": 8.0,
+        "inprocess_seconds": 2,
     }
 
 
@@ -159,31 +168,6 @@ def _load(base: str, path: tuple[str, str], seconds: int) -> dict[str, Any]:
     )
 
 
-def _combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Sum the rounds of one target; p50 is the median of the rounds', p99 the worst round's."""
-    statuses: dict[str, int] = {}
-    for r in rounds:
-        for k, v in r["statuses"].items():
-            statuses[k] = statuses.get(k, 0) + v
-    duration = sum(r["duration_us"] for r in rounds)
-    requests = sum(r["requests"] for r in rounds)
-    ok = sum(r["ok"] for r in rounds)
-    return {
-        "requests": requests,
-        "ok": ok,
-        "duration_us": duration,
-        "statuses": statuses,
-        "socket_errors": sum(r.get("socket_errors", 0) for r in rounds),
-        "p50_us": int(statistics.median(r["p50_us"] for r in rounds)),
-        "p99_us": max(r["p99_us"] for r in rounds),
-        "max_us": max(r["max_us"] for r in rounds),
-        "requests_per_second": round(requests / (duration / 1e6), 1),
-        "ok_per_second": round(ok / (duration / 1e6), 1),
-        "round_ok_per_second": [round(r["ok"] / (r["duration_us"] / 1e6), 1) for r in rounds],
-        "command": rounds[0]["command"],
-    }
-
-
 def _check(load: dict[str, Any], total: int, sequential_ok: int) -> None:
     """Every 2xx is one committed increment; wrk may cut off up to CONNECTIONS per round."""
     extra = total - sequential_ok - load["ok"]
@@ -248,30 +232,30 @@ async def _inprocess(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
 
 
 def _over_http(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
-    bare_db = tmp / "bare.db"
-    bare_env = dexlite_env(tmp, **{BARE_DB_ENV: str(bare_db), BARE_ROWS_ENV: str(TARGETS)})
+    bare_db, sqla_db = tmp / "bare.db", tmp / "sqla.db"
+    bare_env = dexlite_env(
+        tmp,
+        **{BARE_DB_ENV: str(bare_db), BARE_ROWS_ENV: str(TARGETS), SQLA_DB_ENV: str(sqla_db)},
+    )
     with (
         server("bench._server:rpc_app", dexlite_env(tmp), tmp) as rpc_srv,
         server("bench._server:bare_app", bare_env, tmp) as bare_srv,
         httpx.Client(base_url=rpc_srv.url, timeout=30.0) as rpc_client,
         httpx.Client(base_url=bare_srv.url, timeout=30.0) as bare_client,
     ):
-        for n in range(TARGETS):
-            rpc_client.post(
-                "/api/v1/flows",
-                json={
-                    "flowType": "CounterFlow",
-                    "flowId": f"{FLOW_PREFIX}{n}",
-                    "input": None,
-                },
-            ).raise_for_status()
+        start_flows(rpc_srv.url, "CounterFlow", [f"{FLOW_PREFIX}{n}" for n in range(TARGETS)])
         sequential = _sequential(
-            {"rpc": (rpc_client, RPC_PATH), "commit": (bare_client, COMMIT_PATH)},
+            {
+                "rpc": (rpc_client, RPC_PATH),
+                "sqla": (bare_client, SQLA_PATH),
+                "commit": (bare_client, COMMIT_PATH),
+            },
             sizes["sequential"],
             sizes["budget_s"],
         )
         targets = {
             "rpc": (rpc_srv.url, RPC_PATH),
+            "sqla": (bare_srv.url, SQLA_PATH),
             "commit": (bare_srv.url, COMMIT_PATH),
             "noop": (bare_srv.url, NOOP_PATH),
         }
@@ -279,7 +263,7 @@ def _over_http(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
         for _ in range(sizes["rounds"]):
             for label, (base, path) in targets.items():
                 rounds[label].append(_load(base, path, sizes["round_seconds"]))
-        loads = {label: _combine(r) for label, r in rounds.items()}
+        loads = {label: combine_rounds(r) for label, r in rounds.items()}
         time.sleep(1.0)  # let replies wrk stopped reading finish committing
         total = 0
         for n in range(TARGETS):
@@ -292,11 +276,14 @@ def _over_http(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
         with sqlite3.connect(bare_db) as conn:
             bare_total = conn.execute("SELECT COALESCE(SUM(value), 0) FROM counters").fetchone()[0]
         _check(loads["commit"], bare_total, sequential["commit"]["ok"])
+        with sqlite3.connect(sqla_db) as conn:
+            rows = conn.execute("SELECT COALESCE(SUM(amount), 0) FROM increments").fetchone()[0]
+        _check(loads["sqla"], rows, sequential["sqla"]["ok"])
     return {"sequential": sequential, "parallel": loads}
 
 
 def main(quick: bool) -> dict[str, Any]:
-    """Measure RPC round trips per second against the bare-commit and no-op baselines."""
+    """Measure RPC round trips per second against the SQLAlchemy, commit and no-op baselines."""
     sizes = _sizes(quick)
     note = None if wrk_path() else wrk_missing_note()
     with temp_dir("rpc") as tmp:
@@ -304,14 +291,23 @@ def main(quick: bool) -> dict[str, Any]:
         inproc = asyncio.run(_inprocess(tmp, sizes))
     seq, par = http["sequential"], http["parallel"]
     ratios = {
+        "rpc_per_s_over_sqla_commit_per_s": ratio(
+            par["rpc"]["ok_per_second"], par["sqla"]["ok_per_second"]
+        ),
         "rpc_per_s_over_bare_commit_per_s": ratio(
             par["rpc"]["ok_per_second"], par["commit"]["ok_per_second"]
         ),
         "rpc_per_s_over_noop_per_s": ratio(
             par["rpc"]["ok_per_second"], par["noop"]["ok_per_second"]
         ),
+        "sqla_commit_per_s_over_bare_commit_per_s": ratio(
+            par["sqla"]["ok_per_second"], par["commit"]["ok_per_second"]
+        ),
         "bare_commit_per_s_over_noop_per_s": ratio(
             par["commit"]["ok_per_second"], par["noop"]["ok_per_second"]
+        ),
+        "sequential_rpc_p50_over_sqla_commit_p50": ratio(
+            seq["rpc"]["p50_ms"], seq["sqla"]["p50_ms"]
         ),
         "sequential_rpc_p50_over_bare_commit_p50": ratio(
             seq["rpc"]["p50_ms"], seq["commit"]["p50_ms"]
@@ -325,15 +321,19 @@ def main(quick: bool) -> dict[str, Any]:
         ),
     }
 
-    heading("RPC round trips over HTTP vs a bare FastAPI endpoint doing one SQLite commit")
-    print("  both: uvicorn, 1 process each, SQLite WAL synchronous=FULL, 127.0.0.1")
+    heading("RPC round trips over HTTP vs bare FastAPI endpoints writing to SQLite")
+    print("  both servers: uvicorn, 1 process each, SQLite WAL synchronous=FULL, 127.0.0.1")
     if note:
         print(f"  note: {note}")
     print(
         f"  sequential httpx client, servers alternating, {SEQUENTIAL_WARMUP} warm-up "
         "requests each:"
     )
-    for label, stat in (("dexlite RPC", seq["rpc"]), ("bare commit", seq["commit"])):
+    for label, stat in (
+        ("dexlite RPC", seq["rpc"]),
+        ("SQLAlchemy", seq["sqla"]),
+        ("bare commit", seq["commit"]),
+    ):
         print(
             f"    {label:<14} p50 {stat['p50_ms']:.2f} ms  p99 {stat['p99_ms']:.2f} ms  "
             f"({stat['count']} requests, non-2xx {stat['non_2xx']})"
@@ -344,13 +344,14 @@ def main(quick: bool) -> dict[str, Any]:
     )
     for label, title in (
         ("rpc", f"dexlite RPC increment, {TARGETS} Flows"),
+        ("sqla", "FastAPI + SQLAlchemy-async INSERT + COMMIT"),
         ("commit", f"bare FastAPI + sqlite3 commit, {TARGETS} rows"),
         ("noop", "bare FastAPI no-op (the HTTP ceiling)"),
     ):
         rates = ", ".join(f"{r:,.0f}" for r in par[label]["round_ok_per_second"])
         print_wrk(f"{title}: rounds {rates} 2xx/s", par[label])
     print(f"    load: {par['rpc']['command']}")
-    for label, title in (("rpc", "dexlite RPC"), ("commit", "bare commit")):
+    for label, title in (("rpc", "dexlite RPC"), ("sqla", "SQLAlchemy"), ("commit", "bare commit")):
         load = par[label]
         print(
             f"  {title}: stored increments {load['committed']} = 2xx + "
@@ -372,7 +373,7 @@ def main(quick: bool) -> dict[str, Any]:
     print("  ratios (same run):")
     for name, value in ratios.items():
         print(f"    {name:<44}{value:>8.2f}x")
-    ok = par["rpc"]["state_ok"] and par["commit"]["state_ok"]
+    ok = all(par[label]["state_ok"] for label in ("rpc", "sqla", "commit"))
     return {
         "sizes": sizes,
         "sequential": seq,

@@ -1,159 +1,406 @@
-"""SearchFlows and GetAttributes latency at 100,000 Flows (10,000 with --quick).
+"""SearchFlows and GetAttributes latency at 100,000 and at 1,000,000 Flows (10,000 and
+100,000 with --quick), with the query plan of every statement behind them.
 
-Seeds Flows through the engine API (``start_flow`` with initial indexed Attributes, many at
-once so the single writer batches them into group commits) and reports how long that took.
-Then, in process and one call at a time, measures p50/p99 of:
+How the database is filled: a base of Flows (5,000; 2,000 with --quick) is started through
+the engine API (``start_flow`` with initial indexed Attributes, many at once so the single
+writer batches them into group commits); that seed rate is printed. ``start_flow`` is far too
+slow to reach a million in the time ``make bench`` has (a few hundred Flows per second here),
+so the rest are bulk copies of the base's rows through the engine's own storage tables
+(``bench._search_grow``: the rows ``start_flow`` wrote, with a new Flow ID, run ID, times and
+values for each copy), made while the Engine is closed. After each growth the Engine is
+reopened (its start, which resumes every open run, is timed) and checked: its open-run count
+is every Flow, a search pages through every match of one keyword, and reads of copied Flows
+return their values. ``python -m bench.search --engine-seed 100000`` starts more (or all) of
+them through the engine instead.
 
-- a KEYWORD equality scoped to the Flow type (1% of the Flows match; a page of 100),
-- an INT range (1% of the Flows match; a page of 100), and its second page by token,
+Then, in process and one call at a time, p50/p99 of:
+
+- a KEYWORD equality scoped to the Flow type, page of 100,
+- an INT range (BETWEEN), page of 100, and its second page by token,
 - GetAttributes of two Attributes of a random Flow.
 
-Figures are engine-API latencies (no HTTP); the HTTP overhead is the RPC scenario's subject.
+Every query matches the same number of Flows at both sizes (1,000; 100 with --quick): a
+keyword value belongs to one generation of the small size's Flows, and the INT range is that
+wide. So the large/small ratio shows how the lookups scale with the table, not how a growing
+answer grows. Figures are engine-API latencies (no HTTP). ``EXPLAIN QUERY PLAN`` of the SQL
+each call ran (captured from SQLAlchemy as executed, parameters included) is printed and saved
+at both sizes; a SCAN of a table, rather than a SEARCH of an index, is called out.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import random
+import sqlite3
 import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-import engine
-from bench._common import heading, latency_summary, temp_dir
-from engine import Attribute, AttributeIndex, Flow, IndexType, StartFlowOptions, StepList
+from sqlalchemy import event
+from sqlalchemy.engine import Engine as SAEngine
 
-KEYWORDS = 100  # distinct keyword1 values: each matches 1% of the Flows
+import engine
+from bench._common import heading, latency_summary, ratio, temp_dir
+from bench._search_grow import FLOW_TYPE, KEYWORDS, attributes, flow_id, grow, keyword
+from engine import Attribute, AttributeIndex, Flow, IndexType, StartFlowOptions, StepList
+from engine._storage import prepared
+
 CONCURRENT_STARTS = 1024
+PAGE = 100
+#: The kinds of call measured, in order: key -> label.
+KINDS = {
+    "keyword_equality": "KEYWORD equality (FlowType-scoped)",
+    "int_range": "INT range (BETWEEN)",
+    "int_range_second_page": "INT range, second page by token",
+    "get_attributes": "GetAttributes (2 Attributes)",
+}
+#: Tables whose SCAN in a plan means the statement reads them whole (or in index order).
+BIG_TABLES = ("runs", "flows", "attributes", "search_values", "history")
 
 
 class SearchBenchFlow(Flow[None]):
     """An RPC-only Flow with a KEYWORD and an INT index."""
 
-    status = Attribute("status", str, index=AttributeIndex(IndexType.KEYWORD, "keyword1"))
-    amount = Attribute("amount", int, index=AttributeIndex(IndexType.INT, "int1"))
-    note = Attribute("note", str)
+    status: Attribute[str] = Attribute(
+        "status", str, index=AttributeIndex(IndexType.KEYWORD, "keyword1")
+    )
+    amount: Attribute[int] = Attribute("amount", int, index=AttributeIndex(IndexType.INT, "int1"))
+    note: Attribute[str] = Attribute("note", str)
 
     def get_steps(self) -> StepList[None]:
         return StepList.empty()
 
 
-async def _seed(eng: engine.Engine, count: int) -> float:
-    began = time.perf_counter()
-    for first in range(0, count, CONCURRENT_STARTS):
-        batch = range(first, min(first + CONCURRENT_STARTS, count))
-        await asyncio.gather(
-            *[
-                eng.start_flow(
-                    SearchBenchFlow,
-                    f"flow-{i:07}",
-                    options=StartFlowOptions(
-                        initial_attributes={
-                            "status": f"s{i % KEYWORDS}",
-                            "amount": i,
-                            "note": f"not indexed {i}",
-                        }
-                    ),
-                )
-                for i in batch
-            ]
-        )
-    return time.perf_counter() - began
+def _sizes(quick: bool, engine_seed: int | None = None) -> dict[str, Any]:
+    if quick:
+        sizes = {"base": 2_000, "small": 10_000, "large": 100_000, "calls": 100}
+    else:
+        sizes = {"base": 5_000, "small": 100_000, "large": 1_000_000, "calls": 120}
+    if engine_seed is not None:
+        sizes["base"] = max(1, min(engine_seed, sizes["small"]))
+    return sizes
 
 
-async def _time(calls: int, call: Any) -> list[float]:
+def label(count: int) -> str:
+    """Return ``count`` as the ratio names spell it: 10k, 100k, 1m."""
+    if count % 1_000_000 == 0:
+        return f"{count // 1_000_000}m"
+    if count % 1_000 == 0:
+        return f"{count // 1_000}k"
+    return str(count)
+
+
+def _config(path: Path) -> engine.EngineConfig:
+    return engine.EngineConfig(
+        database_url=f"sqlite+aiosqlite:///{path}",
+        blob_dir=str(path.parent / "blobs"),
+        sqlite_synchronous="NORMAL",
+    )
+
+
+def _registry() -> engine.Registry:
+    return engine.Registry([SearchBenchFlow()])
+
+
+async def _seed(path: Path, count: int, generation: int) -> float:
+    """Start Flows 0 .. count - 1 through the engine; return the seconds it took."""
+    async with engine.Engine(_registry(), _config(path)) as eng:
+        began = time.perf_counter()
+        for first in range(0, count, CONCURRENT_STARTS):
+            batch = range(first, min(first + CONCURRENT_STARTS, count))
+            await asyncio.gather(
+                *[
+                    eng.start_flow(
+                        SearchBenchFlow,
+                        flow_id(i),
+                        options=StartFlowOptions(initial_attributes=attributes(i, generation)),
+                    )
+                    for i in batch
+                ]
+            )
+        return time.perf_counter() - began
+
+
+# -- statements and plans ---------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _captured() -> Iterator[list[tuple[str, Any]]]:
+    """Collect every statement SQLAlchemy sends to the database while the block runs."""
+    seen: list[tuple[str, Any]] = []
+
+    def record(
+        conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool
+    ) -> None:
+        seen.append((statement, params))
+
+    # Hot reads skip SQLAlchemy's execute (engine/_storage/prepared.py): record those too.
+    original = prepared.Prepared.rows
+
+    def rows(self: prepared.Prepared, conn: Any, params: Any = None) -> list[Any]:
+        if conn.dialect.name == "sqlite":
+            compiled = self._for(conn, None)
+            seen.append((compiled.sql, compiled.arguments(params or {})))
+        return original(self, conn, params)
+
+    event.listen(SAEngine, "before_cursor_execute", record)
+    prepared.Prepared.rows = rows  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        prepared.Prepared.rows = original  # type: ignore[method-assign]
+        event.remove(SAEngine, "before_cursor_execute", record)
+
+
+def _plan(db: sqlite3.Connection, statement: str, params: Any) -> list[str]:
+    """Return SQLite's EXPLAIN QUERY PLAN of ``statement`` as indented lines."""
+    rows = db.execute(f"EXPLAIN QUERY PLAN {statement}", params or ()).fetchall()
+    depth: dict[int, int] = {0: -1}
+    lines = []
+    for node, parent, _unused, detail in rows:
+        depth[node] = depth.get(parent, -1) + 1
+        lines.append("  " * depth[node] + detail)
+    return lines
+
+
+def _scans(lines: list[str]) -> list[str]:
+    """Return the plan lines that SCAN one of the big tables (not a SEARCH by index)."""
+    found = []
+    for line in lines:
+        words = line.split()
+        if len(words) >= 2 and words[0] == "SCAN" and words[1] in BIG_TABLES:
+            found.append(line.strip())
+    return found
+
+
+def _explain(path: Path, statements: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """EXPLAIN every SELECT of one call, on a read-only connection to the same file."""
+    out = []
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        for statement, params in statements:
+            if not statement.lstrip().upper().startswith(("SELECT", "WITH")):
+                continue
+            lines = _plan(db, statement, params)
+            out.append({"sql": " ".join(statement.split()), "plan": lines, "scans": _scans(lines)})
+    return out
+
+
+# -- one size ---------------------------------------------------------------------------------
+
+
+async def _timed(calls: int, call: Callable[[], Awaitable[float | None]]) -> list[float]:
+    """Run ``call`` ``calls`` times; a call returning a duration is timed by itself."""
     samples = []
     for _ in range(calls):
         began = time.perf_counter()
-        await call()
-        samples.append(time.perf_counter() - began)
+        own = await call()
+        samples.append(own if own is not None else time.perf_counter() - began)
     return samples
 
 
-async def _run(count: int, calls: int) -> dict[str, Any]:
-    rng = random.Random(7)
-    with temp_dir("search") as tmp:
-        config = engine.EngineConfig(
-            database_url=f"sqlite+aiosqlite:///{tmp}/search.db",
-            blob_dir=str(tmp / "blobs"),
-            sqlite_synchronous="NORMAL",
-        )
-        async with engine.Engine(engine.Registry([SearchBenchFlow()]), config) as eng:
-            seed_seconds = await _seed(eng, count)
-            span = count // KEYWORDS
-
-            async def keyword() -> None:
-                k = rng.randrange(KEYWORDS)
-                page = await eng.search_flows(
-                    f"FlowType = 'SearchBenchFlow' AND keyword1 = 's{k}'", 100
-                )
-                assert len(page.flows) == min(100, span)
-
-            async def int_range() -> None:
-                low = rng.randrange(count - span + 1)
-                page = await eng.search_flows(f"int1 BETWEEN {low} AND {low + span - 1}", 100)
-                assert len(page.flows) == min(100, span)
-
-            async def int_range_second_page() -> None:
-                low = rng.randrange(count - span + 1)
-                query = f"int1 >= {low} AND int1 < {low + span}"
-                first = await eng.search_flows(query, 100)
-                began = time.perf_counter()
-                await eng.search_flows(query, 100, first.next_page_token)
-                second_page.append(time.perf_counter() - began)
-
-            async def get_attributes() -> None:
-                i = rng.randrange(count)
-                values = await eng.get_attributes(f"flow-{i:07}", ["status", "amount"])
-                assert values.values["amount"] == i
-
-            second_page: list[float] = []
-            for warm in (keyword, int_range, get_attributes):
-                await _time(5, warm)
-            figures = {
-                "keyword_equality": latency_summary(await _time(calls, keyword)),
-                "int_range": latency_summary(await _time(calls, int_range)),
-                "get_attributes": latency_summary(await _time(calls, get_attributes)),
-            }
-            await _time(calls, int_range_second_page)
-            figures["int_range_second_page"] = latency_summary(second_page)
-        size = (tmp / "search.db").stat().st_size + sum(
-            p.stat().st_size for p in tmp.glob("search.db-*")
-        )
+async def _check(eng: engine.Engine, count: int, generation: int) -> dict[str, Any]:
+    """Check that the engine sees every Flow: open runs, one keyword's matches, reads."""
+    stats = await eng.stats()
+    open_runs = stats.open_runs.get(FLOW_TYPE, 0)
+    last = count - 1
+    value = keyword(last, generation)
+    seen: set[str] = set()
+    token = ""
+    while True:
+        page = await eng.search_flows(f"keyword1 = '{value}'", PAGE, token)
+        seen.update(f.flow_id for f in page.flows)
+        token = page.next_page_token
+        if not token:
+            break
+    wanted = {
+        flow_id(n)
+        for n in range(last - last % generation, min(count, last - last % generation + generation))
+        if keyword(n, generation) == value
+    }
+    reads_ok = True
+    for n in (0, count // 2, last):
+        got = await eng.get_attributes(flow_id(n), ["status", "amount", "note"])
+        reads_ok = reads_ok and got.values == attributes(n, generation)
     return {
-        "flows": count,
-        "seed_seconds": round(seed_seconds, 1),
-        "seed_flows_per_second": round(count / seed_seconds),
-        "database_mb": round(size / 1e6, 1),
-        "matches_per_query": span,
-        "page_size": 100,
-        **figures,
+        "open_runs": open_runs,
+        "keyword": value,
+        "keyword_matches": len(seen),
+        "keyword_matches_expected": len(wanted),
+        "reads_ok": reads_ok,
+        "ok": open_runs == count and seen == wanted and reads_ok,
     }
 
 
-def main(quick: bool) -> dict[str, Any]:
+async def _measure(path: Path, count: int, sizes: dict[str, Any]) -> dict[str, Any]:
+    """Open the Engine on ``count`` Flows, check it, time every kind of call, EXPLAIN them."""
+    rng = random.Random(count)
+    generation = sizes["small"]
+    matches = generation // KEYWORDS
+    began = time.perf_counter()
+    async with engine.Engine(_registry(), _config(path)) as eng:
+        opened = time.perf_counter() - began
+        checks = await _check(eng, count, generation)
+
+        async def keyword_equality() -> None:
+            n = rng.randrange(count)
+            page = await eng.search_flows(
+                f"FlowType = '{FLOW_TYPE}' AND keyword1 = '{keyword(n, generation)}'", PAGE
+            )
+            assert len(page.flows) == min(PAGE, matches)
+
+        async def int_range() -> None:
+            low = rng.randrange(count - matches + 1)
+            page = await eng.search_flows(f"int1 BETWEEN {low} AND {low + matches - 1}", PAGE)
+            assert len(page.flows) == min(PAGE, matches)
+
+        async def int_range_second_page() -> float:
+            low = rng.randrange(count - matches + 1)
+            query = f"int1 >= {low} AND int1 < {low + matches}"
+            first = await eng.search_flows(query, PAGE)
+            began = time.perf_counter()
+            await eng.search_flows(query, PAGE, first.next_page_token)
+            return time.perf_counter() - began
+
+        async def get_attributes() -> None:
+            n = rng.randrange(count)
+            values = await eng.get_attributes(flow_id(n), ["status", "amount"])
+            assert values.values["amount"] == n
+
+        calls: dict[str, Callable[[], Awaitable[float | None]]] = {
+            "keyword_equality": keyword_equality,
+            "int_range": int_range,
+            "int_range_second_page": int_range_second_page,
+            "get_attributes": get_attributes,
+        }
+        figures: dict[str, Any] = {}
+        plans: dict[str, Any] = {}
+        for kind, call in calls.items():
+            await _timed(5, call)  # warm-up
+            figures[kind] = latency_summary(await _timed(sizes["calls"], call))
+            with _captured() as statements:
+                await call()
+            if kind == "int_range_second_page":
+                statements = statements[len(statements) // 2 :]  # the second page's only
+            plans[kind] = _explain(path, statements)
+    size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+    return {
+        "flows": count,
+        "engine_start_seconds": round(opened, 1),
+        "database_mb": round(size / 1e6, 1),
+        "matches_per_query": matches,
+        "checks": checks,
+        **figures,
+        "plans": plans,
+    }
+
+
+async def _run(sizes: dict[str, Any]) -> dict[str, Any]:
+    base, small, large = sizes["base"], sizes["small"], sizes["large"]
+    out: dict[str, Any] = {"sizes": sizes}
+    with temp_dir("search") as tmp:
+        path = tmp / "search.db"
+        seed_s = await _seed(path, base, small)
+        out["seed_seconds"] = round(seed_s, 1)
+        out["seed_flows_per_second"] = round(base / seed_s)
+        print(
+            f"  seeded {base:,} Flows through start_flow in {seed_s:.1f} s "
+            f"({base / seed_s:,.0f}/s, {CONCURRENT_STARTS} at a time)",
+            flush=True,
+        )
+        out["grow"] = {}
+        out["by_size"] = {}
+        have = base
+        for count in (small, large):
+            if count > have:
+                grown = grow(path, base, have, count, small)
+                out["grow"][label(count)] = grown
+                print(
+                    f"  grew to {count:,} Flows by copying the base's rows in "
+                    f"{grown['seconds']:.1f} s ({grown['flows'] / grown['seconds']:,.0f}/s)",
+                    flush=True,
+                )
+                have = count
+            out["by_size"][label(count)] = await _measure(path, count, sizes)
+    return out
+
+
+def _print_plans(result: dict[str, Any]) -> None:
+    """Print each call's plans; once for both sizes when they are the same."""
+    sizes = list(result["by_size"].items())
+    plans = [{k: [e["plan"] for e in v] for k, v in at["plans"].items()} for _, at in sizes]
+    shown = sizes[:1] if all(p == plans[0] for p in plans) else sizes
+    for size, at in shown:
+        where = " and ".join(s for s, _ in sizes) if len(shown) == 1 else size
+        print(f"  EXPLAIN QUERY PLAN of the SQL each call ran, at {where} Flows:")
+        for kind, statements in at["plans"].items():
+            for i, explained in enumerate(statements):
+                suffix = f" (statement {i + 1} of {len(statements)})" if len(statements) > 1 else ""
+                print(f"    {KINDS[kind]}{suffix}:")
+                for line in explained["plan"]:
+                    print(f"      {line}")
+
+
+def main(quick: bool, engine_seed: int | None = None) -> dict[str, Any]:
     """Run the scenario, print its block and return its figures."""
-    count, calls = (10_000, 100) if quick else (100_000, 300)
-    heading(f"search: SearchFlows and GetAttributes at {count:,} Flows")
-    figures = asyncio.run(_run(count, calls))
+    sizes = _sizes(quick, engine_seed)
+    small, large = sizes["small"], sizes["large"]
+    heading(f"search: SearchFlows and GetAttributes at {small:,} and {large:,} Flows")
+    result = asyncio.run(_run(sizes))
+    at_small, at_large = result["by_size"][label(small)], result["by_size"][label(large)]
+    name = f"search_p50_{label(large)}_over_{label(small)}"
+    result["ratio_name"] = name
+    result["ratios"] = {
+        name: {kind: ratio(at_large[kind]["p50_ms"], at_small[kind]["p50_ms"]) for kind in KINDS}
+    }
+    scans = {
+        size: sorted({s for st in at["plans"].values() for e in st for s in e["scans"]})
+        for size, at in result["by_size"].items()
+    }
+    result["scans"] = scans
+    result["checks_ok"] = all(at["checks"]["ok"] for at in result["by_size"].values())
+
     print(
-        f"  seeded {figures['flows']:,} Flows in {figures['seed_seconds']} s "
-        f"({figures['seed_flows_per_second']:,}/s, start_flow with 3 initial Attributes, "
-        f"{CONCURRENT_STARTS} at a time); database {figures['database_mb']} MB"
+        f"  each query matches {at_small['matches_per_query']:,} Flows at both sizes; pages of "
+        f"{PAGE}; {sizes['calls']} sequential calls each, in process"
     )
+    print(f"  {'':36}{small:>12,} Flows{large:>18,} Flows{'p50 ratio':>12}")
+    print(f"  {'':36}{'p50 ms':>9}{'p99 ms':>9}{'p50 ms':>11}{'p99 ms':>9}")
+    for kind, title in KINDS.items():
+        a, b = at_small[kind], at_large[kind]
+        print(
+            f"  {title:36}{a['p50_ms']:>9.2f}{a['p99_ms']:>9.2f}{b['p50_ms']:>11.2f}"
+            f"{b['p99_ms']:>9.2f}{result['ratios'][name][kind]:>11.2f}x"
+        )
+    for at in (at_small, at_large):
+        c = at["checks"]
+        print(
+            f"  at {at['flows']:,}: engine start {at['engine_start_seconds']} s, database "
+            f"{at['database_mb']:,} MB; engine sees {c['open_runs']:,} open Flows, "
+            f"{c['keyword_matches']:,}/{c['keyword_matches_expected']:,} matches of "
+            f"{c['keyword']!r}, reads {'ok' if c['reads_ok'] else 'WRONG'}: "
+            f"{'ok' if c['ok'] else 'FAILED'}"
+        )
+    _print_plans(result)
+    for size, found in scans.items():
+        print(f"  table scans at {size}: {'; '.join(found) if found else 'none (indexes only)'}")
     print(
-        f"  each query matches {figures['matches_per_query']:,} Flows; pages of 100; "
-        f"{calls} sequential calls each, in process"
+        f"  ratios ({name}, same run): "
+        + ", ".join(f"{k} {v:.2f}x" for k, v in result["ratios"][name].items())
     )
-    for label, key in (
-        ("KEYWORD equality (FlowType-scoped)", "keyword_equality"),
-        ("INT range (BETWEEN)", "int_range"),
-        ("INT range, second page by token", "int_range_second_page"),
-        ("GetAttributes (2 Attributes)", "get_attributes"),
-    ):
-        f = figures[key]
-        print(f"  {label:36} p50 {f['p50_ms']:8.2f} ms   p99 {f['p99_ms']:8.2f} ms")
-    return figures
+    return result
 
 
 if __name__ == "__main__":
-    main(quick=True)
+    parser = argparse.ArgumentParser(prog="python -m bench.search", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="10,000 and 100,000 Flows")
+    parser.add_argument(
+        "--engine-seed",
+        type=int,
+        metavar="N",
+        help="start this many Flows through start_flow (at most the small size)",
+    )
+    args = parser.parse_args()
+    main(args.quick, args.engine_seed)

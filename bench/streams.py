@@ -92,7 +92,7 @@ def registry() -> engine.Registry:
 def _sizes(quick: bool) -> dict[str, int]:
     if quick:
         return {"step_writes": 20_000, "client_writes": 5_000, "load_seconds": 5, "wakeups": 100}
-    return {"step_writes": 100_000, "client_writes": 20_000, "load_seconds": 10, "wakeups": 400}
+    return {"step_writes": 50_000, "client_writes": 10_000, "load_seconds": 5, "wakeups": 200}
 
 
 # -- in process -------------------------------------------------------------------------------
