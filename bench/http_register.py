@@ -216,13 +216,21 @@ def _check_register(
     load: dict[str, Any], state: dict[str, Any], current: list[dict[str, Any]]
 ) -> None:
     """Every reply 201 with a distinct sequence; nextSequence - 1 = 201s (+ cut off by wrk)."""
-    created = int(load["statuses"].get("201", 0))
-    committed = state["nextSequence"] - 1
-    seqs = load["sequences"]
     # wrk stops at its deadline without reading the replies still in flight; the server
     # commits those anyway, so up to CONNECTIONS registrations have no 201. The httpx
     # fallback reads every reply.
-    allowed = CONNECTIONS if wrk_path() else 0
+    check_register_load(load, state, current, CONNECTIONS if wrk_path() else 0)
+
+
+def check_register_load(
+    load: dict[str, Any], state: dict[str, Any], current: list[Any], cut_off_allowed: int
+) -> None:
+    """Set ``load["state_ok"]`` (and the counts behind it): every reply 201 with a distinct
+    sequence, and nextSequence - 1 = the 201s plus at most ``cut_off_allowed`` replies the load
+    generator never read."""
+    created = int(load["statuses"].get("201", 0))
+    committed = state["nextSequence"] - 1
+    seqs = load["sequences"]
     load["next_sequence_minus_1"] = committed
     load["created_201"] = created
     load["cut_off_in_flight"] = committed - created
@@ -233,7 +241,7 @@ def _check_register(
         and seqs["duplicates"] == 0
         and seqs["distinct"] == created
         and seqs["max"] <= committed
-        and 0 <= committed - created <= allowed
+        and 0 <= committed - created <= cut_off_allowed
         and _current_ok(state["nextSequence"], current)
     )
 

@@ -46,7 +46,7 @@ from bench._common import (
     wrk_missing_note,
     wrk_path,
 )
-from bench.http_register import BASE, _current_ok, _settled_state
+from bench.http_register import BASE, _settled_state, check_register_load
 from bench.rpc_roundtrip import CONNECTIONS, TARGETS, _check
 
 #: The deployments, in the order their loads alternate: key -> (label, processes).
@@ -102,23 +102,8 @@ def _deployments(tmp: Path, factory: str, tag: str) -> Iterator[dict[str, list[S
 
 def _register_check(load: dict[str, Any], state: dict[str, Any], current: list[Any]) -> None:
     """Every reply 201 with a distinct sequence; nextSequence - 1 = 201s (+ cut off by wrk)."""
-    created = int(load["statuses"].get("201", 0))
-    committed = state["nextSequence"] - 1
-    seqs = load["sequences"]
-    allowed = CONNECTIONS if load["wrk"] else 0  # the httpx fallback reads every reply
-    load["created_201"] = created
-    load["next_sequence_minus_1"] = committed
-    load["cut_off_in_flight"] = committed - created
-    load["non_201"] = {k: v for k, v in load["statuses"].items() if k != "201"}
-    load["state_ok"] = (
-        not load["non_201"]
-        and load.get("socket_errors", 0) == 0
-        and seqs["duplicates"] == 0
-        and seqs["distinct"] == created
-        and seqs["max"] <= committed
-        and 0 <= committed - created <= allowed
-        and _current_ok(state["nextSequence"], current)
-    )
+    # The httpx fallback reads every reply.
+    check_register_load(load, state, current, CONNECTIONS if load["wrk"] else 0)
 
 
 def _register(deps: dict[str, list[Server]], sizes: dict[str, Any]) -> dict[str, Any]:

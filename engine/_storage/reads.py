@@ -73,7 +73,7 @@ def _run_from(row: Any) -> RunInfo:
     return RunInfo(**columns)
 
 
-def _target_run(by_run_id: bool) -> Any:
+def target_run_statement(by_run_id: bool) -> Any:
     """A subquery yielding the run to read: :run_id of :flow_id, or the Flow's latest."""
     if by_run_id:
         return (
@@ -88,16 +88,11 @@ def _target_run(by_run_id: bool) -> Any:
     )
 
 
-def target_run_statement(by_run_id: bool) -> Any:
-    """A subquery yielding ``:run_id`` of ``:flow_id``, or the latest run of ``:flow_id``."""
-    return _target_run(by_run_id)
-
-
 @lru_cache(maxsize=2)
 def _run_statement(by_run_id: bool) -> Prepared:
     return Prepared(
         select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(
-            t.runs.c.run_id == _target_run(by_run_id)
+            t.runs.c.run_id == target_run_statement(by_run_id)
         )
     )
 
@@ -120,7 +115,7 @@ def _null_like(column: Any) -> Any:
 # read of ~0.1 ms). A test keeps this cache in place.
 @lru_cache(maxsize=512)
 def _snapshot_statement(by_run_id: bool, plan: LoadPlan) -> Prepared:
-    target = _target_run(by_run_id)
+    target = target_run_statement(by_run_id)
     run_cols = [t.runs.c[c] for c in _RUN_COLUMNS]
     a, cm = t.attributes, t.channel_messages
     # Typed NULLs: PostgreSQL types a UNION's columns from its first SELECT, where a bare NULL
