@@ -10,7 +10,6 @@ import base64
 import binascii
 import json
 import math
-import re
 from datetime import date, datetime, time
 from enum import Enum
 from functools import lru_cache
@@ -140,7 +139,17 @@ def _invalid(what: str, exc: ValidationError) -> InvalidArgumentError:
     return InvalidArgumentError(f"{what}: {first.get('msg', 'invalid value')}{suffix}", field=what)
 
 
-_LONG_DIGITS = re.compile(r"[0-9]{19,}")
+# Every digit to "0" and anything else to " ": a run of 19 zeros is then a run of 19 digits.
+# A byte translation and a substring search take a few µs on a chunk of records, where a
+# regular expression took tens.
+_DIGITS_ONLY = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_INT64_DIGITS = b"0" * 19
+
+
+def _long_digit_run(text: str) -> bool:
+    """Return True when ASCII ``text`` holds 19 digits in a row: only then can an integer in
+    it lie outside int64."""
+    return _INT64_DIGITS in text.encode("ascii").translate(_DIGITS_ONLY)
 
 
 @lru_cache(maxsize=1024)
@@ -168,7 +177,7 @@ def encode(value: Any, value_type: Any = None) -> str:
             text = json.dumps(data, separators=(",", ":"), allow_nan=False)
         except ValueError:
             raise InvalidArgumentError("numbers must be finite (no NaN or infinity)") from None
-        if _LONG_DIGITS.search(text):
+        if _long_digit_run(text):
             to_jsonable(data)  # only long digit runs can be an int64 overflow: check exactly
         return _whole_unicode(text)
     return _whole_unicode(json.dumps(to_jsonable(value), separators=(",", ":"), allow_nan=False))

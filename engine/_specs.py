@@ -6,6 +6,7 @@ is wrong. Specs also carry what each handler locks and loads (see ``_loads``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import numbers
 import types
@@ -123,6 +124,11 @@ class FlowSpec:
     def state(self, name: str) -> _State[Any] | None:
         """Return the Attribute or AttributeMap called ``name``, if declared."""
         return self.states.get(name)
+
+    @functools.cached_property
+    def singletons(self) -> frozenset[str]:
+        """The names of the declared singleton Attributes, which every invocation loads."""
+        return frozenset(name for name, state in self.states.items() if not state.is_map)
 
 
 class IndexKeys:

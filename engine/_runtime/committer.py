@@ -15,7 +15,7 @@ from engine._runtime.activity import Activity
 from engine._runtime.handoff import HandedOff, Handoffs
 from engine._runtime.ports import Database, Notifier
 from engine._storage.commits import Unit
-from engine._storage.records import AttributeWrite, CommitResult
+from engine._storage.records import AttributeWrite, CommitResult, RunInfo
 from engine.telemetry import Telemetry
 
 COMMITS = "commits in flight"
@@ -62,13 +62,15 @@ class Committer:
         run_id: str,
         writes: tuple[AttributeWrite, ...],
         after: tuple[HandedOff, ...],
+        run: RunInfo | None = None,
     ) -> tuple[HandedOff, Awaitable[CommitResult]]:
         """Queue ``unit`` now and return it with the awaitable of its commit, so that the
         caller may release its locks before awaiting (only when :attr:`hands_off`).
 
-        Until the unit ends, :attr:`handoffs` lists it under ``flow_id`` with ``writes``.
+        Until the unit ends, :attr:`handoffs` lists it under ``flow_id`` with ``writes`` and
+        ``run``, the run as the caller's snapshot had it.
         """
-        handed = HandedOff(self._notifier.within(unit), after, run_id, writes)
+        handed = HandedOff(self._notifier.within(unit), after, run_id, writes, run)
         queued: asyncio.Future[CommitResult] = self._database.submit(handed)  # type: ignore[attr-defined]
         self._activity.enter(COMMITS)  # now: the caller releases its locks before awaiting
         # Readers lay its writes over what they read until it ended, even if its caller is

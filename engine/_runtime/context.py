@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +65,9 @@ class InvocationContext(Staging):
         self._plan = plan
         self._writes: dict[tuple[str, str], Any] = {}
         self._texts: dict[tuple[str, str], str] = {}
-        self._cancel = threading.Event()
+        # A plain flag: set once from the loop, read from the handler's thread (a bool store
+        # is atomic), and cheaper to make per invocation than a threading.Event.
+        self._canceled = False
         self._channels = channels or {}
         # Pending counts of every non-empty queue; messages of the loaded queues, oldest first.
         self._sizes = sizes or {}
@@ -85,11 +86,11 @@ class InvocationContext(Staging):
 
     def is_cancellation_requested(self) -> bool:
         """Return True once the engine asked this invocation to stop."""
-        return self._cancel.is_set()
+        return self._canceled
 
     def request_cancellation(self) -> None:
         """Ask the invocation to stop; later staging calls raise StepCanceled."""
-        self._cancel.set()
+        self._canceled = True
 
     def heartbeat(self, details: Any = None) -> Heartbeat:
         """Record an explicit heartbeat of this Step invocation with ``details``."""
@@ -141,7 +142,7 @@ class InvocationContext(Staging):
 
     def stage_value(self, state: StateRef, instance: str | None, value: Any) -> None:
         """Stage a write (None deletes) after validating the value against its type."""
-        if self._cancel.is_set():
+        if self._canceled:
             raise StepCanceled()
         self._own(state)
         if value is not None:
@@ -184,7 +185,7 @@ class InvocationContext(Staging):
 
     def publish(self, channel: ChannelRef, instance: str, value: Any) -> None:
         """Stage a publication after validating the value against the Channel's type."""
-        if self._cancel.is_set():
+        if self._canceled:
             raise StepCanceled()
         self._own_channel(channel)
         what = channel.name if not instance else f"{channel.name}/{instance}"
@@ -194,7 +195,7 @@ class InvocationContext(Staging):
 
     def delete_message(self, channel: ChannelRef, instance: str, message_id: str) -> None:
         """Stage the deletion of a pending message."""
-        if self._cancel.is_set():
+        if self._canceled:
             raise StepCanceled()
         self._own_channel(channel)
         key = (channel.name, instance, message_id)

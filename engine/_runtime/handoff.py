@@ -16,17 +16,17 @@ locks are still held until the commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Any
 
-from engine._storage.records import AttributeWrite, LoadPlan, Snapshot, StoredValue
+from engine._storage.records import AttributeWrite, LoadPlan, RunInfo, Snapshot, StoredValue
 
 
 class HandedOff:
     """A commit unit queued for the writer, and the earlier handed-off units it read."""
 
-    __slots__ = ("after", "error", "run_id", "unit", "writes")
+    __slots__ = ("after", "error", "run", "run_id", "unit", "writes")
 
     def __init__(
         self,
@@ -34,11 +34,14 @@ class HandedOff:
         after: tuple[HandedOff, ...],
         run_id: str = "",
         writes: tuple[AttributeWrite, ...] = (),
+        run: RunInfo | None = None,
     ) -> None:
         self.unit = unit
         self.after = after
         self.run_id = run_id
         self.writes = writes
+        #: The run as the invocation that made the unit read it (its snapshot's run).
+        self.run = run
         #: Why the unit did not commit, once known (set in the writer's thread, in order).
         self.error: BaseException | None = None
 
@@ -106,6 +109,51 @@ def overlay(
             else:
                 values[key] = StoredValue(write.value, write.blob)
     return snapshot if values is None else replace(snapshot, values=values)
+
+
+def handed_off_snapshot(
+    pending: tuple[HandedOff, ...],
+    plan: LoadPlan,
+    run_id: str | None,
+    singletons: Collection[str],
+) -> Snapshot | None:
+    """Return the snapshot an invocation loading ``plan`` would read, built from the handed-off
+    units alone when they wrote every key it loads; None when it must read the database.
+
+    This is what a read followed by :func:`overlay` returns then, without the read: each key's
+    value is its latest handed-off write, whatever is committed under it. The run is the one
+    the newest unit's invocation read; had that run closed since, the newest unit cannot
+    commit (an RPC's unit needs its run open), and neither can the invocation's own unit,
+    which is queued behind it and fails with its error, as it would after a read. A plan that
+    reads Channels or whole maps needs the read. ``singletons`` are the Flow's declared singleton
+    Attributes, which a plan with ``names`` None loads.
+    """
+    if not pending or plan.whole_maps:
+        return None
+    if plan.channel_sizes or plan.channels or plan.channel_instances:
+        return None
+    run = pending[-1].run
+    if run is None or (run_id is not None and run_id != run.run_id):
+        return None
+    names = singletons if plan.names is None else plan.names
+    wanted = {(name, "") for name in names} | set(plan.instances)
+    values: dict[tuple[str, str], StoredValue] = {}
+    written: set[tuple[str, str]] = set()
+    for unit in pending:
+        if unit.run_id != run.run_id:
+            continue
+        for write in unit.writes:
+            key = (write.name, write.instance)
+            if key not in wanted:
+                continue
+            written.add(key)
+            if write.value is None and not write.blob:
+                values.pop(key, None)
+            else:
+                values[key] = StoredValue(write.value, write.blob)
+    if written != wanted:
+        return None
+    return Snapshot(run, values)
 
 
 def _loads(plan: LoadPlan, name: str, instance: str) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -17,7 +16,8 @@ from engine._rpc_definition import RPCDefinition, rpc_definition_of
 from engine._runtime import effects
 from engine._runtime.committer import Committer
 from engine._runtime.context import InvocationContext
-from engine._runtime.handoff import overlay
+from engine._runtime.handler_threads import HandlerThreads
+from engine._runtime.handoff import handed_off_snapshot, overlay
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec
@@ -38,6 +38,7 @@ from engine.registry import Registry
 from engine.telemetry import Telemetry
 
 KNOWN_TYPES_LIMIT = 100_000
+_NO_OPTIONS = RPCInvokeOptions()
 
 
 def _locks_released() -> None:
@@ -78,7 +79,7 @@ class RPCExecutor:
         self._locks = locks
         self._committer = committer
         self._clock = clock
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dexlite-rpc")
+        self._threads = HandlerThreads(threads, "dexlite-rpc")
         self._known_types: dict[str, str] = {}
 
     def _remember(self, flow_id: str, flow_type: str) -> None:
@@ -88,7 +89,7 @@ class RPCExecutor:
 
     def close(self) -> None:
         """Stop the handler threads."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._threads.close()
 
     async def invoke_method(
         self,
@@ -214,10 +215,16 @@ class RPCExecutor:
         held = True
         try:
             # Taken before the read: a unit that ends meanwhile is in what the read sees.
-            after = self._committer.handoffs.pending(flow_id)
-            snapshot = overlay(
-                await self._snapshots.read(flow_id, run_id, plan.loads), after, plan.loads
-            )
+            # Only an RPC that commits after the earlier holders (a transactional one) reads
+            # what they handed off; any other reads committed state, like every client read,
+            # since it may answer without committing anything.
+            after = self._committer.handoffs.pending(flow_id) if transactional else ()
+            # When the units on their way wrote every key the plan loads, they are the snapshot.
+            snapshot = handed_off_snapshot(after, plan.loads, run_id, spec.singletons)
+            if snapshot is None:
+                snapshot = overlay(
+                    await self._snapshots.read(flow_id, run_id, plan.loads), after, plan.loads
+                )
             if snapshot is not None and snapshot.run.flow_type == flow_type:
                 self._remember(flow_id, flow_type)
             elif guessed:
@@ -253,6 +260,7 @@ class RPCExecutor:
                         run_id=snapshot.run.run_id,
                         writes=staged.writes,
                         after=after,
+                        run=snapshot.run,
                     )
                     held = False  # early lock release: the next holder reads the hand-off
                     await self._locks.release_now(flow_id, owner)
@@ -270,7 +278,9 @@ class RPCExecutor:
     def _plan(
         spec: FlowSpec, definition: RPCDefinition, options: RPCInvokeOptions | None
     ) -> RPCPlan:
-        if options is None:
+        if options is None or options == _NO_OPTIONS:
+            # Options that add nothing (what a route passes when its request named none)
+            # leave the registered plan, which is built once.
             return spec.rpc_plans[definition.name]
         return rpc_plan_with(definition, spec.states, spec.channels, options)
 
@@ -334,8 +344,7 @@ class RPCExecutor:
             async with asyncio.timeout(timeout):
                 if definition.is_async:
                     return await bound(*args)
-                loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(self._executor, functools.partial(bound, *args))
+                return await self._threads.run(functools.partial(bound, *args))
         except TimeoutError:
             context.request_cancellation()
             raise RPCTimeoutError(

@@ -11,12 +11,9 @@ through :meth:`Scheduler.end` and :meth:`Scheduler.requeue`.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
 import functools
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,6 +23,7 @@ from engine._runtime import effects
 from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.context import InvocationContext
+from engine._runtime.handler_threads import HandlerThreads, ThreadCall
 from engine._runtime.handoff import HandedOff, overlay
 from engine._runtime.ports import BlobStore, LockTable, StepQueue
 from engine._runtime.signals import StepCanceled
@@ -70,7 +68,7 @@ class Attempt:
     canceled: bool = False
     task: asyncio.Task[None] | None = None
     #: A ``def`` handler's run on the thread pool: it keeps running after a cancel.
-    thread: concurrent.futures.Future[Any] | None = field(default=None, repr=False)
+    thread: ThreadCall[Any] | None = field(default=None, repr=False)
     context: InvocationContext | None = field(default=None, repr=False)
     #: The handed-off RPC units whose writes its snapshot read: it commits only after them.
     after: tuple[HandedOff, ...] = field(default=(), repr=False)
@@ -117,7 +115,7 @@ class Scheduler:
         self._running: dict[str, Attempt] = {}
         self._releases: set[asyncio.Task[None]] = set()  # canceled attempts' delayed releases
         self._dispatcher: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dexlite-step")
+        self._threads = HandlerThreads(threads, "dexlite-step")
 
     def start(self) -> None:
         """Start handing out due executions."""
@@ -142,7 +140,7 @@ class Scheduler:
         self._running.clear()
         for task in list(self._releases):  # nothing runs any more: no lock to keep
             task.cancel()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._threads.close()
 
     # -- what the commit listener calls -------------------------------------------------------
 
@@ -176,12 +174,10 @@ class Scheduler:
             else:
                 self._locks.release(flow_id, step_id)
 
-    def _release_after(
-        self, flow_id: str, step_id: str, thread: concurrent.futures.Future[Any]
-    ) -> None:
+    def _release_after(self, flow_id: str, step_id: str, thread: ThreadCall[Any]) -> None:
         async def release() -> None:
             grace = asyncio.ensure_future(self._clock.sleep(CANCEL_GRACE_SECONDS))
-            ended = asyncio.wrap_future(thread)
+            ended = thread.when_ended()
             try:
                 await asyncio.wait({ended, grace}, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -264,12 +260,12 @@ class Scheduler:
                 if is_generator_handler(fn)
                 else functools.partial(fn, context, value)
             )
-            # The thread's own future: canceling the awaiting task does not stop the thread,
-            # and this future tells when it really ends.
-            thread = self._executor.submit(contextvars.copy_context().run, target)
+            # Canceling the awaiting task does not stop the thread; the call tells when it
+            # really ends.
+            thread = self._threads.call(target)
             if attempt is not None:
                 attempt.thread = thread
-            return await asyncio.wrap_future(thread)
+            return await thread.future
         finally:
             # Buffered Stream writers send their tail before the result or error commits.
             if context.step_io is not None:

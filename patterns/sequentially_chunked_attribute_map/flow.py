@@ -118,10 +118,14 @@ class ChunkedSubscriberFlow(Flow[None]):
         lock_attributes=(archive_state.lock(), subscriber_chunks.lock(CURRENT)),
         load_attribute_map_instances=(subscriber_chunks.load(CURRENT),),
     )
-    def register_subscriber(
+    async def register_subscriber(
         self, context: Context, input: RegisterSubscriberInput
     ) -> SubscriberRecord:
-        """Append one subscriber; archive ``current`` first when it is full."""
+        """Append one subscriber; archive ``current`` first when it is full.
+
+        ``async def`` although it awaits nothing: it does no I/O, so it runs on the event loop
+        rather than hopping to a thread while this Flow's registrations wait for its locks.
+        """
         state = self.archive_state.get(context) or SubscriberArchiveState()
         current = self.subscriber_chunks.get(context, CURRENT) or []
         record = SubscriberRecord(

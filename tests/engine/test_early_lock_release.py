@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 import engine
-from engine import RPCLockConflictError
 from engine._storage.records import CommitResult
 from patterns.primitives.rpc.flow import CounterFlow
 from tests.conftest import running_engine
@@ -57,12 +56,25 @@ def writer_held(eng: engine.Engine, then: Any = None) -> Iterator[threading.Even
         del done
 
 
-async def _increment(eng: engine.Engine, flow_id: str) -> int:
-    while True:
-        try:
+async def _increment(eng: engine.Engine, flow_id: str, turn: asyncio.Lock | None = None) -> int:
+    """Increment once. Callers sharing ``turn`` go one at a time, and each passes the turn on
+    as soon as its RPC released the lock (before its commit), as the bundled routes do: the
+    next caller then finds the lock free, and nobody spins on RPC_LOCK_CONFLICT."""
+    turn = turn or asyncio.Lock()
+    await turn.acquire()
+    passed = False
+
+    def pass_turn() -> None:
+        nonlocal passed
+        if not passed:
+            passed = True
+            turn.release()
+
+    try:
+        with engine.when_locks_released(pass_turn):
             return int(await eng.invoke_rpc("increment", flow_id, 1))
-        except RPCLockConflictError:
-            await asyncio.sleep(0)  # another caller holds the lock for a moment: again
+    finally:
+        pass_turn()
 
 
 async def _queued(eng: engine.Engine, flow_id: str, count: int) -> None:
@@ -111,7 +123,8 @@ async def test_concurrent_increments_on_one_flow_lose_and_duplicate_nothing(
     calls = 200
     async with running_engine([CounterFlow()], full_sync) as eng:
         await eng.start_flow(CounterFlow, "c")
-        answers = await asyncio.gather(*(_increment(eng, "c") for _ in range(calls)))
+        turn = asyncio.Lock()
+        answers = await asyncio.gather(*(_increment(eng, "c", turn) for _ in range(calls)))
         assert sorted(answers) == list(range(1, calls + 1))
         assert await _counter(eng, "c") == calls
 
@@ -152,3 +165,56 @@ async def test_a_failed_hand_off_fails_its_readers_and_not_its_neighbours(
             await eng.invoke_rpc("increment", "c", 1)
         assert await eng.invoke_rpc("increment", "c", 2) == 2
         assert await _counter(eng, "c") == 2
+
+
+class TwoCounters(engine.Flow[None]):
+    """``bump`` locks and writes ``a`` and returns ``b`` too (every invocation loads every
+    singleton Attribute); ``peek`` takes no lock."""
+
+    a: engine.Attribute[int] = engine.Attribute("a", int)
+    b: engine.Attribute[int] = engine.Attribute("b", int)
+
+    def get_steps(self) -> engine.StepList[None]:
+        return engine.StepList.empty()
+
+    @engine.rpc(lock_attributes=(a.lock(),))
+    async def bump(self, context: engine.Context) -> list[int | None]:
+        a = (self.a.get(context) or 0) + 1
+        self.a.set(context, a)
+        return [a, self.b.get(context)]
+
+    @engine.rpc
+    async def peek(self, context: engine.Context) -> int | None:
+        return self.a.get(context)
+
+
+async def test_a_holder_reads_from_the_database_what_no_hand_off_wrote(
+    full_sync: engine.EngineConfig,
+) -> None:
+    async with running_engine([TwoCounters()], full_sync) as eng:
+        await eng.start_flow(TwoCounters, "t")
+        await eng.set_attributes("t", {"b": 5})
+        with writer_held(eng) as gate:
+            first = asyncio.ensure_future(eng.invoke_rpc("bump", "t", None))
+            await _queued(eng, "t", 1)
+            # The hand-off wrote ``a`` only: ``b`` comes from the committed state.
+            second = asyncio.ensure_future(eng.invoke_rpc("bump", "t", None))
+            await _queued(eng, "t", 2)
+            gate.set()
+            assert await first == [1, 5]
+            assert await second == [2, 5]
+
+
+async def test_an_rpc_without_locks_reads_committed_state_only(
+    full_sync: engine.EngineConfig,
+) -> None:
+    async with running_engine([TwoCounters()], full_sync) as eng:
+        await eng.start_flow(TwoCounters, "t")
+        with writer_held(eng) as gate:
+            bumped = asyncio.ensure_future(eng.invoke_rpc("bump", "t", None))
+            await _queued(eng, "t", 1)
+            # It answers at once, from what has committed: not the write still on its way.
+            assert await eng.invoke_rpc("peek", "t", None) is None
+            gate.set()
+            assert await bumped == [1, None]
+        assert await eng.invoke_rpc("peek", "t", None) == 1
