@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 import engine
 from app import problems
 from app.errors import install_error_handlers
+from app.gc_tuning import tune_gc
 from app.limits import Limits, check_parameters
 from app.logs import RequestIDMiddleware, configure_logging
 from app.metrics import HTTPMetricsMiddleware, Metrics
@@ -107,9 +108,11 @@ def create_app(
         eng = engine.Engine(chosen_registry, config)
         await eng.start()
         app.state.engine = eng
+        restore_gc = tune_gc(settings.gc_thresholds if settings.gc_tuning else None)
         try:
             yield
         finally:
+            restore_gc()
             app.state.engine = None
             await eng.close()
 

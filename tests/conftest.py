@@ -73,6 +73,9 @@ def settings(tmp_path: Path, db_url: str) -> Settings:
         sqlite_synchronous="NORMAL",
         lease_seconds=TEST_LEASE_SECONDS,
         poll_seconds=TEST_POLL_SECONDS,
+        # The suite starts hundreds of apps in one process: leave its collector alone
+        # (tests/api/test_gc_tuning.py checks what the server does with it).
+        gc_tuning=False,
     )
 
 
