@@ -29,13 +29,18 @@ class ThreadCall(Generic[_T]):
 
     __slots__ = ("_ended", "_function", "_loop", "_on_end", "future")
 
-    def __init__(self, function: Callable[[], _T], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        function: Callable[[], _T],
+        loop: asyncio.AbstractEventLoop,
+        on_end: Callable[[], None],
+    ) -> None:
         self._function = function
         self._loop = loop
         #: The call's outcome, on the loop. Canceling it does not stop the thread.
         self.future: asyncio.Future[_T] = loop.create_future()
         self._ended = False
-        self._on_end: list[Callable[[], None]] = []
+        self._on_end: list[Callable[[], None]] = [on_end]
 
     def done(self) -> bool:
         """True once the thread returned from the call (or the call never started)."""
@@ -102,8 +107,8 @@ class HandlerThreads:
         call = ThreadCall(
             functools.partial(contextvars.copy_context().run, function),
             asyncio.get_running_loop(),
+            self._ended_one,
         )
-        call._on_end.append(self._ended_one)
         self._busy += 1
         if self._busy > len(self._threads) and len(self._threads) < self._size:
             self._start_thread()

@@ -103,11 +103,7 @@ def overlay(
                 continue
             if values is None:
                 values = dict(snapshot.values)
-            key = (write.name, write.instance)
-            if write.value is None and not write.blob:
-                values.pop(key, None)
-            else:
-                values[key] = StoredValue(write.value, write.blob)
+            _lay(values, write)
     return snapshot if values is None else replace(snapshot, values=values)
 
 
@@ -147,13 +143,20 @@ def handed_off_snapshot(
             if key not in wanted:
                 continue
             written.add(key)
-            if write.value is None and not write.blob:
-                values.pop(key, None)
-            else:
-                values[key] = StoredValue(write.value, write.blob)
+            _lay(values, write)
     if written != wanted:
         return None
     return Snapshot(run, values)
+
+
+def _lay(values: dict[tuple[str, str], StoredValue], write: AttributeWrite) -> None:
+    """Lay one handed-off write over ``values``: a delete (no value, not hard-delete) removes
+    the key."""
+    key = (write.name, write.instance)
+    if write.value is None and not write.blob:
+        values.pop(key, None)
+    else:
+        values[key] = StoredValue(write.value, write.blob)
 
 
 def _loads(plan: LoadPlan, name: str, instance: str) -> bool:
