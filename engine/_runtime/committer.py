@@ -43,16 +43,19 @@ class Committer:
         """True when units commit in the order they are handed over (early lock release)."""
         return hasattr(self._database, "submit")
 
-    async def commit(self, unit: Unit, after: tuple[HandedOff, ...] = ()) -> CommitResult:
+    async def commit(
+        self, unit: Unit, after: tuple[HandedOff, ...] = (), *, slow: bool = False
+    ) -> CommitResult:
         """Apply ``unit`` in one transaction, publish its result, and return it.
 
         ``after`` are the handed-off units whose writes the caller read: if one of them does
-        not commit, neither does this unit (it fails with that unit's error).
+        not commit, neither does this unit (it fails with that unit's error). ``slow``: the
+        unit may work through many rows (see ``Database.write``).
         """
+        within = self._notifier.within(unit)
         if after:
-            unit = HandedOff(self._notifier.within(unit), after)
-            return await self._finish(self._database.write(unit))
-        return await self._finish(self._database.write(self._notifier.within(unit)))
+            within = HandedOff(within, after)
+        return await self._finish(self._database.write(within, slow=slow))
 
     def hand_off(
         self,

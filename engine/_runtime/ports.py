@@ -43,10 +43,16 @@ class Database(Protocol):
         """Apply what is queued, then release every connection."""
 
     async def read(self, query: Callable[[Connection], T]) -> T:
-        """Run ``query(conn)`` against the last committed state and return its result."""
+        """Run ``query(conn)``, a short read (a run, a snapshot), against the last committed
+        state and return its result."""
 
-    async def write(self, unit: Callable[[Connection], T]) -> T:
-        """Apply ``unit(conn)`` in one transaction and return its result once committed."""
+    async def scan(self, query: Callable[[Connection], T]) -> T:
+        """Run ``query(conn)``, a read that may walk many rows (a page, recovery), against the
+        last committed state and return its result."""
+
+    async def write(self, unit: Callable[[Connection], T], *, slow: bool = False) -> T:
+        """Apply ``unit(conn)`` in one transaction and return its result once committed;
+        ``slow`` when it may work through many rows."""
 
     def reader(self) -> AsyncEngine:
         """Return the async engine that search pages read through."""

@@ -74,7 +74,7 @@ class Retention:
         total = 0
         while True:
             result = await self._committer.commit(
-                commits.purge_closed_runs(before=before, limit=PURGE_BATCH)
+                commits.purge_closed_runs(before=before, limit=PURGE_BATCH), slow=True
             )
             runs, gone_flows = result.value
             total += len(runs)

@@ -1,16 +1,16 @@
-"""Database set-up and the single writer.
+"""Database set-up: SQLite's readers and writer, and the choice of database by URL.
 
 Every change to durable state is a *commit unit*: a plain function ``unit(conn) -> result`` that
-runs inside one transaction on a synchronous SQLAlchemy Connection. A single writer applies units
-in arrival order and batches the ones that queue up behind each other into one transaction (group
-commit), each inside its own savepoint so one failing unit does not undo its neighbours.
+runs inside one transaction on a synchronous SQLAlchemy Connection. On SQLite a single writer
+(``sqlite_writer``) applies units in arrival order and batches the ones that queue up behind
+each other into one transaction (group commit), so that one fsync serves them all; a unit that
+fails does not undo its neighbours.
 
-On SQLite the writer owns one connection in a dedicated thread and receives a whole batch per
-hand-off: going through aiosqlite statement by statement costs a thread hand-off per statement,
-several per commit. Reads never wait for the writer, since WAL lets readers see the last commit
-while a write is in progress. Hot-path reads (a run, an RPC or Step snapshot) are likewise plain
-functions ``read(conn)`` run on a small pool of reader threads, one hand-off per read; the async
-engine (aiosqlite) serves the rest (search pages, recovery), where a few hand-offs do not matter.
+Reads never wait for the writer, since WAL lets readers see the last commit while a write is in
+progress. A read is a plain function ``query(conn)`` too. Short reads (a run, an RPC or Step
+snapshot) run on the event loop's own connection, since a thread hand-off costs more than they
+do; reads that may walk many rows (search and history pages, recovery) run on a small pool of
+reader threads, one hand-off per read.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import os
 import queue
+import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,13 +29,13 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from engine._storage.schema import upgrade_sqlite
+from engine._storage.sqlite_writer import CommitUnit, SQLiteWriter, is_busy, resolve
 from engine.errors import FailedPreconditionError, InvalidArgumentError
 
 T = TypeVar("T")
-CommitUnit = Callable[[Connection], T]
 
 
 @dataclass(frozen=True)
@@ -48,56 +49,65 @@ class DatabaseSettings:
     read_pool_size: int = 8
     #: PostgreSQL: connections kept open per process (as many again may open under load).
     pool_size: int = 10
-    #: SQLite: told how many units each group commit carried (called in the writer thread).
+    #: SQLite: told how many units each group commit carried (called on the event loop).
     on_batch: Callable[[int], None] | None = None
 
 
 class SQLiteDatabase:
-    """The SQLite database: the async read engine, reader threads and the single writer."""
+    """The SQLite database: reads on the loop and on reader threads, and the single writer."""
 
     def __init__(self, settings: DatabaseSettings) -> None:
         self.settings = settings
         self.url = make_url(settings.url)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
         self.read_engine: AsyncEngine | None = None
-        self._writer: _SQLiteWriter | None = None
+        self._writer: SQLiteWriter | None = None
         self._sync_reader: Any = None
+        self._loop_reader: Connection | None = None
         self._read_threads: _ReaderThreads | None = None
         self._owner_lock: int | None = None
         self._reader_local = threading.local()
         self._reader_conns: list[Connection] = []
 
     async def open(self) -> None:
-        """Create the schema if needed, start the writer and the read engine."""
+        """Create the schema if needed, start the writer and the readers."""
         if not self.is_sqlite:
             raise ValueError(f"not a SQLite URL: {self.settings.url}")
         database = self.url.database or ""
-        self._writer = _SQLiteWriter(self.url.set(drivername="sqlite"), self.settings)
+        settings = self.settings
+        writer = SQLiteWriter(
+            self.url.set(drivername="sqlite"),
+            synchronous=settings.sqlite_synchronous,
+            busy_timeout_ms=settings.busy_timeout_ms,
+            max_batch=settings.max_batch,
+            on_batch=settings.on_batch,
+        )
 
-        def start_writer() -> None:
+        def open_writer() -> None:
             if database and database != ":memory:":
                 path = Path(database).expanduser()
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self._owner_lock = _claim(path)
-            assert self._writer is not None
-            self._writer.start()
+            writer.open()
 
-        await asyncio.to_thread(start_writer)
+        await asyncio.to_thread(open_writer)
+        writer.start(asyncio.get_running_loop())
+        self._writer = writer
         self.read_engine = create_async_engine(
             self.url.set(drivername="sqlite+aiosqlite"),
-            pool_size=self.settings.read_pool_size,
-            max_overflow=self.settings.read_pool_size,
+            pool_size=settings.read_pool_size,
+            max_overflow=settings.read_pool_size,
         )
         # AUTOCOMMIT: each read statement is its own snapshot; nothing holds a read transaction.
+        # One connection per reader thread and one for the loop.
         self._sync_reader = create_engine(
             self.url.set(drivername="sqlite"),
             isolation_level="AUTOCOMMIT",
-            pool_size=self.settings.read_pool_size,
+            pool_size=settings.read_pool_size + 1,
             max_overflow=0,
             connect_args={"check_same_thread": False},
         )
-        self._read_threads = _ReaderThreads(self.settings.read_pool_size)
-        busy = self.settings.busy_timeout_ms
+        busy = settings.busy_timeout_ms
 
         def configure_reader(dbapi_conn: Any, _record: Any) -> None:
             cursor = dbapi_conn.cursor()
@@ -108,10 +118,17 @@ class SQLiteDatabase:
 
         event.listen(self.read_engine.sync_engine, "connect", configure_reader)
         event.listen(self._sync_reader, "connect", configure_reader)
+        loop_reader = self._sync_reader.connect()
+        # The loop must never wait inside SQLite: a read that finds the database busy goes to a
+        # reader thread, which may wait (see read).
+        loop_reader.exec_driver_sql("PRAGMA busy_timeout=0")
+        self._loop_reader = loop_reader
+        self._read_threads = _ReaderThreads(settings.read_pool_size)
 
     async def close(self) -> None:
         """Stop the writer (after the queued units) and dispose of connections."""
         if self._writer is not None:
+            await self._writer.drain()
             await asyncio.to_thread(self._writer.stop)
             self._writer = None
         if self.read_engine is not None:
@@ -120,6 +137,9 @@ class SQLiteDatabase:
         if self._read_threads is not None:
             await asyncio.to_thread(self._read_threads.stop)
             self._read_threads = None
+        if self._loop_reader is not None:
+            self._loop_reader.close()
+            self._loop_reader = None
         for conn in self._reader_conns:
             conn.close()  # the threads are gone; check_same_thread=False allows this
         self._reader_conns.clear()
@@ -131,7 +151,26 @@ class SQLiteDatabase:
             self._sync_reader = None
 
     async def read(self, query: Callable[[Connection], T]) -> T:
-        """Run ``query(conn)`` on a reader thread and return its result (one hand-off)."""
+        """Run ``query(conn)``, a short read (a run, a snapshot), and return its result.
+
+        It runs right here on the event loop: a point read costs SQLite tens of microseconds,
+        less than handing it to a thread and back. WAL gives it the last committed state
+        without waiting for the writer. Should another process hold a lock SQLite makes
+        readers wait on (a checkpoint restarting the WAL), the read goes to a reader thread,
+        which waits.
+        """
+        conn = self._loop_reader
+        assert conn is not None, "database is not open"
+        try:
+            return query(conn)
+        except (sqlite3.OperationalError, OperationalError) as exc:
+            if not is_busy(exc):
+                raise
+        return await self.scan(query)
+
+    async def scan(self, query: Callable[[Connection], T]) -> T:
+        """Run ``query(conn)``, a read that may walk many rows (a search or history page,
+        recovery), on a reader thread, and return its result (one hand-off)."""
         assert self._read_threads is not None, "database is not open"
         local = self._reader_local
 
@@ -147,20 +186,22 @@ class SQLiteDatabase:
         self._read_threads.submit(run, future)
         return await future
 
-    async def write(self, unit: CommitUnit[T]) -> T:
-        """Apply ``unit`` in the writer's next transaction and return its result once committed."""
-        return await self.submit(unit)
+    async def write(self, unit: CommitUnit[T], *, slow: bool = False) -> T:
+        """Apply ``unit`` in the writer's next transaction and return its result once committed.
 
-    def submit(self, unit: CommitUnit[T]) -> asyncio.Future[T]:
+        ``slow``: the unit may work through many rows, so it runs alone on the writer's thread
+        instead of on the event loop.
+        """
+        return await self.submit(unit, slow=slow)
+
+    def submit(self, unit: CommitUnit[T], *, slow: bool = False) -> asyncio.Future[T]:
         """Queue ``unit`` for the writer now; the future resolves once it committed.
 
         Units are applied in the order they were submitted (early lock release relies on it).
         A unit with a ``mark_failed(error)`` method is told when it did not commit.
         """
         assert self._writer is not None, "database is not open"
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._writer.submit(unit, future)
-        return future
+        return self._writer.submit(unit, slow=slow)
 
     def reader(self) -> AsyncEngine:
         """Return the async engine for reads."""
@@ -196,8 +237,8 @@ _STOP = object()
 class _ReaderThreads:
     """Threads that run reads and hand each result straight to its awaiting asyncio future.
 
-    Like the writer's hand-off, and lighter than an executor's: no concurrent.futures.Future
-    (a lock and a condition each) to chain to the asyncio one per read.
+    Lighter than an executor's hand-off: no concurrent.futures.Future (a lock and a condition
+    each) to chain to the asyncio one per read.
     """
 
     def __init__(self, size: int) -> None:
@@ -231,144 +272,7 @@ class _ReaderThreads:
             except BaseException as exc:  # the caller gets the read's error
                 outcome = (False, exc)
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                future.get_loop().call_soon_threadsafe(_resolve, future, *outcome)
-
-
-class _SQLiteWriter:
-    """A thread that owns the only writing SQLite connection."""
-
-    def __init__(self, url: Any, settings: DatabaseSettings) -> None:
-        self._settings = settings
-        # AUTOCOMMIT hands transaction control to us, so we can say BEGIN IMMEDIATE.
-        self._engine = create_engine(url, isolation_level="AUTOCOMMIT", poolclass=_single_pool())
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._conn: Connection | None = None
-
-    def start(self) -> None:
-        conn = self._engine.connect()
-        # WAL: readers never block the writer and see the last commit.
-        conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-        # FULL fsyncs every commit so an acknowledged write survives power loss, not only a
-        # killed process; group commit amortizes that cost over concurrent callers.
-        conn.exec_driver_sql(f"PRAGMA synchronous={self._settings.sqlite_synchronous}")
-        # Another process (a backup, the CLI) may hold the lock briefly; wait for it.
-        conn.exec_driver_sql(f"PRAGMA busy_timeout={self._settings.busy_timeout_ms}")
-        conn.exec_driver_sql("PRAGMA foreign_keys=ON")
-        upgrade_sqlite(conn)
-        self._conn = conn
-        self._thread = threading.Thread(target=self._run, name="dexlite-writer", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._queue.put(_STOP)
-        if self._thread is not None:
-            self._thread.join()
-        if self._conn is not None:
-            self._conn.close()
-        self._engine.dispose()
-
-    def submit(self, unit: CommitUnit[Any], future: asyncio.Future[Any]) -> None:
-        self._queue.put((unit, future))
-
-    def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            batch = [first]
-            stop_after = False
-            while len(batch) < self._settings.max_batch:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stop_after = True
-                    break
-                batch.append(item)
-            self._apply(batch)
-            if stop_after:
-                return
-
-    def _apply(self, batch: list[tuple[CommitUnit[Any], asyncio.Future[Any]]]) -> None:
-        """Commit a batch: optimistically in one plain transaction; after a unit fails, the
-        others are replayed in a transaction where each unit has its own savepoint.
-
-        Units fail rarely (a closed run, a stale attempt), so the common case spends no
-        statements on savepoints. A unit only touches the database, so replaying it after a
-        rollback is safe.
-        """
-        units = [unit for unit, _future in batch]
-        try:
-            outcomes = self._run_optimistic(units)
-        except BaseException as exc:  # the transaction itself failed: every unit failed
-            with contextlib.suppress(Exception):
-                self._conn.exec_driver_sql("ROLLBACK")  # type: ignore[union-attr]
-            outcomes = [(False, exc)] * len(batch)
-        if self._settings.on_batch is not None:
-            self._settings.on_batch(len(batch))
-        for unit, (ok, value) in zip(units, outcomes, strict=True):
-            mark = getattr(unit, "mark_failed", None)
-            if not ok and mark is not None:
-                mark(value)  # here, before the next batch runs units that depend on it
-        for (_unit, future), (ok, value) in zip(batch, outcomes, strict=True):
-            future.get_loop().call_soon_threadsafe(_resolve, future, ok, value)
-
-    def _run_optimistic(self, units: list[CommitUnit[Any]]) -> list[tuple[bool, Any]]:
-        conn = self._conn
-        assert conn is not None
-        # IMMEDIATE takes the write lock up front, so a busy database is reported (and waited
-        # on) at BEGIN rather than half-way through a unit.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-        results: list[Any] = []
-        for n, unit in enumerate(units):
-            try:
-                results.append(unit(conn))
-            except BaseException as exc:  # this unit fails; the others are replayed
-                conn.exec_driver_sql("ROLLBACK")
-                rest = units[:n] + units[n + 1 :]
-                replayed = self._run_with_savepoints(rest) if rest else []
-                return [*replayed[:n], (False, exc), *replayed[n:]]
-        conn.exec_driver_sql("COMMIT")
-        return [(True, result) for result in results]
-
-    def _run_with_savepoints(self, units: list[CommitUnit[Any]]) -> list[tuple[bool, Any]]:
-        conn = self._conn
-        assert conn is not None
-        outcomes: list[tuple[bool, Any]] = []
-        try:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-            for n, unit in enumerate(units):
-                conn.exec_driver_sql(f"SAVEPOINT u{n}")
-                try:
-                    outcomes.append((True, unit(conn)))
-                    conn.exec_driver_sql(f"RELEASE u{n}")
-                except BaseException as exc:  # a unit's failure is reported to its caller
-                    conn.exec_driver_sql(f"ROLLBACK TO u{n}")
-                    conn.exec_driver_sql(f"RELEASE u{n}")
-                    outcomes.append((False, exc))
-            conn.exec_driver_sql("COMMIT")
-        except BaseException:
-            with contextlib.suppress(Exception):
-                conn.exec_driver_sql("ROLLBACK")
-            raise
-        return outcomes
-
-
-def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if future.done():
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
-
-
-def _single_pool() -> Any:
-    from sqlalchemy.pool import StaticPool
-
-    return StaticPool
+                future.get_loop().call_soon_threadsafe(resolve, future, *outcome)
 
 
 def open_database(settings: DatabaseSettings, claimant: str = "") -> Any:

@@ -104,8 +104,14 @@ class PostgresDatabase:
         async with self._reads.connect() as conn:
             return await conn.run_sync(query)
 
-    async def write(self, unit: Callable[[Connection], T]) -> T:
-        """Apply ``unit(conn)`` in one transaction and return its result once committed."""
+    async def scan(self, query: Callable[[Connection], T]) -> T:
+        """Run ``query(conn)``, a read of many rows: like any read here (each is a round trip
+        to the server on a pooled connection)."""
+        return await self.read(query)
+
+    async def write(self, unit: Callable[[Connection], T], *, slow: bool = False) -> T:
+        """Apply ``unit(conn)`` in one transaction and return its result once committed
+        (``slow`` changes nothing here: the server does the work)."""
         assert self._engine is not None, "database is not open"
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:

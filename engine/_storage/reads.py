@@ -43,10 +43,14 @@ T = TypeVar("T")
 
 
 class Database(Protocol):
-    """What these reads need of the database: one-statement reads on a reader connection."""
+    """What these reads need of the database: reads of the last committed state."""
 
     async def read(self, query: Callable[[Connection], T]) -> T:
-        """Run ``query(conn)`` against the last committed state."""
+        """Run ``query(conn)``, a short read, against the last committed state."""
+
+    async def scan(self, query: Callable[[Connection], T]) -> T:
+        """Run ``query(conn)``, a read that may walk many rows, against the last committed
+        state."""
 
 
 _RUN_COLUMNS = (
@@ -263,14 +267,14 @@ async def history(
         .order_by(h.c.id)
         .limit(limit)
     )
-    rows = await db.read(lambda conn: conn.execute(query).all())
+    rows = await db.scan(lambda conn: conn.execute(query).all())
     return [(r.id, r.event_type, r.at, r.details) for r in rows]
 
 
 async def running_runs(db: Database) -> list[RunInfo]:
     """Return every open run (for recovery)."""
     query = select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(t.runs.c.status == RunStatus.RUNNING)
-    rows = await db.read(lambda conn: conn.execute(query).all())
+    rows = await db.scan(lambda conn: conn.execute(query).all())
     return [_run_from(r) for r in rows]
 
 
@@ -283,7 +287,7 @@ async def active_steps(db: Database) -> list[tuple[QueuedStep, dict[str, Any] | 
         .where(se.c.state == StepState.PENDING, r.c.status == RunStatus.RUNNING)
         .order_by(se.c.created_at, se.c.id)
     )
-    rows = await db.read(lambda conn: conn.execute(query).all())
+    rows = await db.scan(lambda conn: conn.execute(query).all())
     found: list[tuple[QueuedStep, dict[str, Any] | None]] = []
     for row in rows:
         step = _queued_step(row)
@@ -355,7 +359,7 @@ async def channel_page(
         .order_by(cm.c.seq)
         .limit(limit)
     )
-    rows = await db.read(lambda conn: conn.execute(query).all())
+    rows = await db.scan(lambda conn: conn.execute(query).all())
     return [(r.seq, StoredMessage(r.message_id, r.value, r.published_at)) for r in rows]
 
 
@@ -380,5 +384,5 @@ async def blob_instances(db: Database, flow_id: str, names: list[str]) -> list[t
         .where(r.c.flow_id == flow_id, a.c.name.in_(names), a.c.blob.is_(True), a.c.instance != "")
         .distinct()
     )
-    rows = await db.read(lambda conn: conn.execute(query).all())
+    rows = await db.scan(lambda conn: conn.execute(query).all())
     return [(row.name, row.instance) for row in rows]

@@ -51,7 +51,7 @@ async def load_counts(database: Database, now: int) -> LoadCounts:
         row = conn.execute(steps_query).one()
         return run_rows, (int(row[0]), int(row[1]), row[2], int(row[3]))
 
-    run_rows, (pending, due_now, oldest, timers) = await database.read(read)
+    run_rows, (pending, due_now, oldest, timers) = await database.scan(read)
     return LoadCounts(
         open_runs={flow_type: count for flow_type, count, _ in run_rows},
         steps_pending=pending,

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -32,10 +32,11 @@ from tests.support.waiting import eventually
 pytestmark = sqlite_only("early lock release needs the single writer's commit order")
 
 
-@contextlib.contextmanager
-def writer_held(eng: engine.Engine, then: Any = None) -> Iterator[threading.Event]:
+@contextlib.asynccontextmanager
+async def writer_held(eng: engine.Engine, then: Any = None) -> AsyncIterator[threading.Event]:
     """Block SQLite's writer on a unit until the returned event is set; ``then(conn)`` runs in
-    that unit first (on the writer's own connection)."""
+    that unit first (on the writer's own connection). The unit is a slow one, so it blocks the
+    writer's thread, not the event loop, and the units submitted meanwhile queue behind it."""
     gate = threading.Event()
     entered = threading.Event()
 
@@ -47,8 +48,9 @@ def writer_held(eng: engine.Engine, then: Any = None) -> Iterator[threading.Even
         return CommitResult()
 
     database = eng._services.database
-    done = database.submit(unit)
-    assert entered.wait(timeout=10), "the writer did not reach the gate"
+    done = database.submit(unit, slow=True)
+    # The writer takes the unit on the loop's next turn: wait for it without blocking the loop.
+    assert await asyncio.to_thread(entered.wait, 10), "the writer did not reach the gate"
     try:
         yield gate
     finally:
@@ -102,7 +104,7 @@ async def test_the_next_holder_reads_the_handed_off_value_while_nothing_has_comm
 ) -> None:
     async with running_engine([CounterFlow()], full_sync) as eng:
         await eng.start_flow(CounterFlow, "c")
-        with writer_held(eng) as gate:
+        async with writer_held(eng) as gate:
             first = asyncio.ensure_future(eng.invoke_rpc("increment", "c", 1))
             await _queued(eng, "c", 1)
             # The lock is free again although nothing has committed.
@@ -143,7 +145,7 @@ async def test_a_failed_hand_off_fails_its_readers_and_not_its_neighbours(
         await eng.start_flow(CounterFlow, "c")
         await eng.start_flow(CounterFlow, "neighbour")
         await _increment(eng, "neighbour")  # 1: its next value is 2, which is not refused
-        with writer_held(eng, then=refuse_the_first_value) as gate:
+        async with writer_held(eng, then=refuse_the_first_value) as gate:
             first = asyncio.ensure_future(eng.invoke_rpc("increment", "c", 1))
             await _queued(eng, "c", 1)
             reader = asyncio.ensure_future(eng.invoke_rpc("increment", "c", 1))
@@ -194,7 +196,7 @@ async def test_a_holder_reads_from_the_database_what_no_hand_off_wrote(
     async with running_engine([TwoCounters()], full_sync) as eng:
         await eng.start_flow(TwoCounters, "t")
         await eng.set_attributes("t", {"b": 5})
-        with writer_held(eng) as gate:
+        async with writer_held(eng) as gate:
             first = asyncio.ensure_future(eng.invoke_rpc("bump", "t", None))
             await _queued(eng, "t", 1)
             # The hand-off wrote ``a`` only: ``b`` comes from the committed state.
@@ -210,7 +212,7 @@ async def test_an_rpc_without_locks_reads_committed_state_only(
 ) -> None:
     async with running_engine([TwoCounters()], full_sync) as eng:
         await eng.start_flow(TwoCounters, "t")
-        with writer_held(eng) as gate:
+        async with writer_held(eng) as gate:
             bumped = asyncio.ensure_future(eng.invoke_rpc("bump", "t", None))
             await _queued(eng, "t", 1)
             # It answers at once, from what has committed: not the write still on its way.

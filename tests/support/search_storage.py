@@ -27,7 +27,8 @@ from tests.support.search_model import KEY_TYPES, Run
 
 
 class Reads:
-    """What the search queries read through (``Database.read``), over a bare AsyncEngine."""
+    """What the search queries read through (``Database.read`` and ``scan``), over a bare
+    AsyncEngine."""
 
     def __init__(self, db: AsyncEngine) -> None:
         self._db = db
@@ -36,6 +37,10 @@ class Reads:
         """Run ``query(conn)`` on a connection of its own."""
         async with self._db.connect() as conn:
             return await conn.run_sync(query)
+
+    async def scan(self, query: Callable[[Connection], Any]) -> Any:
+        """Run ``query(conn)`` on a connection of its own (like :meth:`read`)."""
+        return await self.read(query)
 
 
 async def run_unit(db: AsyncEngine, unit: Any) -> CommitResult:

@@ -206,7 +206,7 @@ async def _with_details(
 ) -> list[tuple[FoundRun, list[Any]]]:
     """Run a page's statement and gather each run with its indexed values, in ``order``."""
     # One hand-off to a reader thread, where the statement runs on a plain connection.
-    rows = await db.read(lambda conn: statement.rows(conn, params))
+    rows = await db.scan(lambda conn: statement.rows(conn, params))
     found: dict[str, tuple[FoundRun, list[Any]]] = {}
     for row in rows:
         entry = found.get(row.run_id)
