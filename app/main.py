@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 import engine
 from app import problems
 from app.errors import install_error_handlers
+from app.fast_path import FastPath
 from app.gc_tuning import tune_gc
 from app.limits import Limits, check_parameters
 from app.logs import RequestIDMiddleware, configure_logging
@@ -157,6 +158,8 @@ def create_app(
 
     install_openapi(app)
 
+    # Innermost: it stands in for FastAPI's routing, not for the middleware around it.
+    app.add_middleware(FastPath, fastapi_app=app, enabled=settings.fast_path)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_bytes)
     if settings.api_token:
         app.add_middleware(BearerAuthMiddleware, token=settings.api_token)

@@ -116,6 +116,12 @@ class Settings(BaseSettings):
     gc_thresholds: tuple[PositiveInt, PositiveInt, PositiveInt] = Field(
         (20_000, 50, 50), description="The thresholds gc_tuning sets (gc.set_threshold)."
     )
+    fast_path: bool = Field(
+        True,
+        description="Answer requests to routes with plain parameters and a JSON body without "
+        "FastAPI's general per-request machinery (app/fast_path.py): the same answers, in less "
+        "than half the time; false sends every request through FastAPI.",
+    )
     # 'memory' Streams live in this process and vanish when it restarts; 'postgres' and
     # 'redis' are shared by every process serving the same data.
     stream_store_backend: Literal["memory", "postgres", "redis", "disabled"] = Field(
