@@ -10,6 +10,7 @@ import base64
 import binascii
 import json
 import math
+import re
 from datetime import date, datetime, time
 from enum import Enum
 from functools import lru_cache
@@ -17,6 +18,7 @@ from typing import Any, cast
 from uuid import UUID
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from engine.errors import InvalidArgumentError
 
@@ -146,10 +148,10 @@ _DIGITS_ONLY = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _INT64_DIGITS = b"0" * 19
 
 
-def _long_digit_run(text: str) -> bool:
-    """Return True when ASCII ``text`` holds 19 digits in a row: only then can an integer in
-    it lie outside int64."""
-    return _INT64_DIGITS in text.encode("ascii").translate(_DIGITS_ONLY)
+def _long_digit_run(text: bytes) -> bool:
+    """Return True when the JSON ``text`` holds 19 digits in a row: only then can an integer
+    in it lie outside int64."""
+    return _INT64_DIGITS in text.translate(_DIGITS_ONLY)
 
 
 @lru_cache(maxsize=1024)
@@ -164,20 +166,80 @@ def _has_no_bytes(value_type: Any) -> bool:
     return "'bytes'" not in schema
 
 
+#: The core-schema types whose JSON pydantic writes in one call with nothing left to check but
+#: integers beyond int64: no bytes (which need the marker), no floats or decimals (which may be
+#: non-finite, written as null), no Any (which may hold either), no serializer functions.
+_DIRECT_JSON_TYPES = frozenset(
+    {
+        "bool",
+        "date",
+        "datetime",
+        "default",
+        "definition-ref",
+        "definitions",
+        "dict",
+        "enum",
+        "frozenset",
+        "int",
+        "list",
+        "literal",
+        "model",
+        "model-field",
+        "model-fields",
+        "none",
+        "nullable",
+        "set",
+        "str",
+        "time",
+        "timedelta",
+        "tuple",
+        "typed-dict",
+        "typed-dict-field",
+        "union",
+        "uuid",
+    }
+)
+_SCHEMA_TYPE = re.compile(r"'type': '([a-z-]+)'")
+
+
+@lru_cache(maxsize=1024)
+def _direct_json(value_type: Any) -> bool:
+    """Return True when values of ``value_type`` are written by pydantic's JSON serializer
+    directly (see ``_DIRECT_JSON_TYPES``)."""
+    if value_type is Any or value_type is object:
+        return False
+    try:
+        schema = repr(adapter_for(value_type).core_schema)
+    except Exception:  # a type pydantic cannot describe takes the general path
+        return False
+    return set(_SCHEMA_TYPE.findall(schema)) <= _DIRECT_JSON_TYPES
+
+
 def encode(value: Any, value_type: Any = None) -> str:
     """Serialize a validated value to compact JSON text.
 
-    With a declared type that cannot hold bytes, pydantic dumps the whole value in one call
-    (several times faster than walking it in Python); otherwise the general walk adds the bytes
-    marker. Either way non-finite numbers and integers outside int64 are refused.
+    Values of a plain declared type (strings, integers, models of them, lists, ...) are written
+    by pydantic in one call, in Rust. A declared type that cannot hold bytes is dumped by
+    pydantic to JSON data, which ``json`` writes, refusing non-finite numbers; otherwise the
+    general walk adds the bytes marker. Every way refuses integers outside int64 and lone
+    surrogates.
     """
+    if value_type is not None and _direct_json(value_type):
+        try:
+            raw = adapter_for(value_type).dump_json(value, by_alias=True)
+        except PydanticSerializationError:
+            pass  # a lone surrogate: the general path below refuses it with its reason
+        else:
+            if _long_digit_run(raw):
+                to_jsonable(json.loads(raw))  # refuses an integer outside int64
+            return raw.decode()
     if value_type is not None and _has_no_bytes(value_type):
         data = adapter_for(value_type).dump_python(value, mode="json", by_alias=True)
         try:
             text = json.dumps(data, separators=(",", ":"), allow_nan=False)
         except ValueError:
             raise InvalidArgumentError("numbers must be finite (no NaN or infinity)") from None
-        if _long_digit_run(text):
+        if _long_digit_run(text.encode("ascii")):
             to_jsonable(data)  # only long digit runs can be an int64 overflow: check exactly
         return _whole_unicode(text)
     return _whole_unicode(json.dumps(to_jsonable(value), separators=(",", ":"), allow_nan=False))

@@ -134,19 +134,22 @@ def handed_off_snapshot(
     names = singletons if plan.names is None else plan.names
     wanted = {(name, "") for name in names} | set(plan.instances)
     values: dict[tuple[str, str], StoredValue] = {}
-    written: set[tuple[str, str]] = set()
-    for unit in pending:
+    found: set[tuple[str, str]] = set()
+    # Newest first: a key's newest write is its value, and the newest units usually wrote
+    # every key (a Flow's RPCs keep rewriting the same state), so the walk stops early.
+    for unit in reversed(pending):
         if unit.run_id != run.run_id:
             continue
-        for write in unit.writes:
+        for write in reversed(unit.writes):
             key = (write.name, write.instance)
-            if key not in wanted:
+            if key not in wanted or key in found:
                 continue
-            written.add(key)
-            _lay(values, write)
-    if written != wanted:
-        return None
-    return Snapshot(run, values)
+            found.add(key)
+            if write.value is not None or write.blob:
+                values[key] = StoredValue(write.value, write.blob)
+        if len(found) == len(wanted):
+            return Snapshot(run, values)
+    return None
 
 
 def _lay(values: dict[tuple[str, str], StoredValue], write: AttributeWrite) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -173,3 +173,54 @@ def test_an_instance_key_with_a_control_character_is_refused(
     if key.strip() and "/" not in key:
         with pytest.raises(InvalidArgumentError):
             check_instance_key(key, "instance")
+
+
+class _Record(BaseModel):
+    sequence: int
+    name: str
+    at: datetime
+    tags: list[str]
+
+
+_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
+_RECORDS = st.lists(
+    st.builds(
+        _Record,
+        sequence=st.integers(-(2**63), 2**63 - 1),
+        name=_TEXT,
+        at=st.datetimes(timezones=st.just(UTC)),
+        tags=st.lists(_TEXT, max_size=3),
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_RECORDS)
+def test_plain_types_written_by_pydantic_in_one_call_read_back_as_the_general_walk_writes(
+    records: list[_Record],
+) -> None:
+    """A list of models of strings, integers and datetimes is written by pydantic's JSON
+    serializer in one call; its JSON is the same data the general walk writes (text as UTF-8
+    rather than escapes), and it reads back equal."""
+    import json
+
+    from engine._codec import _direct_json, adapter_for, to_jsonable
+
+    value_type = list[_Record]
+    assert _direct_json(value_type)
+    stored = encode(records, value_type)
+    general = to_jsonable(adapter_for(value_type).dump_python(records, mode="json"))
+    assert json.loads(stored) == general
+    assert decode(value_type, stored) == records
+
+
+def test_types_that_may_hold_non_finite_numbers_or_bytes_take_the_general_walk() -> None:
+    from engine._codec import _direct_json
+
+    assert not _direct_json(float)
+    assert not _direct_json(list[float | int])
+    assert not _direct_json(dict[str, Any])
+    assert not _direct_json(bytes)
+    with pytest.raises(InvalidArgumentError):
+        encode([1.0, float("nan")], list[float])
