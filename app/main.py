@@ -45,6 +45,7 @@ def config_from_settings(settings: Settings) -> engine.EngineConfig:
         transactional_rpcs=settings.transactional_rpcs,
         lease_seconds=settings.lease_seconds,
         poll_seconds=settings.poll_seconds,
+        state_cache_bytes=settings.state_cache_bytes,
         streams=engine.StreamStoreConfig(
             backend=settings.stream_store_backend,
             redis_url=settings.stream_redis_url,

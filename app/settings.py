@@ -116,6 +116,13 @@ class Settings(BaseSettings):
     gc_thresholds: tuple[PositiveInt, PositiveInt, PositiveInt] = Field(
         (20_000, 50, 50), description="The thresholds gc_tuning sets (gc.set_threshold)."
     )
+    state_cache_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=0,
+        description="SQLite: bytes of running Flows' committed Attribute values kept in memory "
+        "(current with every commit), so that snapshots of what it knows need no read; 0 "
+        "keeps none.",
+    )
     fast_path: bool = Field(
         True,
         description="Answer requests to routes with plain parameters and a JSON body without "

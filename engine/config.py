@@ -38,3 +38,6 @@ class EngineConfig:
     poll_seconds: float = 1.0
     #: Told of RPCs, Step attempts and commits as they happen (the server records metrics).
     telemetry: Telemetry = field(default_factory=Telemetry)
+    #: SQLite: bytes of running Flows' committed Attribute values kept in memory, so that
+    #: snapshots of what it knows need no read (kept current by the one writer); 0 keeps none.
+    state_cache_bytes: int = 32 * 1024 * 1024

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from engine._runtime.activity import Activity
 from engine._runtime.attributes import Attributes
 from engine._runtime.channels import ChannelCalls
+from engine._runtime.committed_state import CommittedState
 from engine._runtime.committer import Committer
 from engine._runtime.flows import FlowQueries, RunWatchers
 from engine._runtime.followers import CommitFollowers
@@ -59,6 +60,7 @@ class Services:
     queue: StepQueue
     activity: Activity
     committer: Committer
+    snapshots: Snapshots
     streams: StreamService
     scheduler: Scheduler
     timeouts: Timeouts
@@ -144,6 +146,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     clock = config.clock
     activity = Activity()
     process_id = new_process_id()
+    committed = CommittedState(config.state_cache_bytes)
     database: Database = open_database(
         DatabaseSettings(
             url=config.database_url,
@@ -151,6 +154,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             max_batch=config.max_commit_batch,
             pool_size=config.database_pool_size,
             on_batch=config.telemetry.commit_batch,
+            on_committed=committed.committed,
         ),
         claimant=process_id,
     )
@@ -178,7 +182,10 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         queue = MemoryStepQueue(timers, clock)
         notifier = LocalNotifier()
     committer = Committer(database, notifier, activity, config.telemetry)
-    snapshots = Snapshots(database, blobs)
+    # Only the database's one writer sees every commit: on PostgreSQL others commit too.
+    snapshots = Snapshots(
+        database, blobs, committed if shared is None and config.state_cache_bytes > 0 else None
+    )
     store = stream_store(config.streams, clock, config.database_url, activity.touch)
     streams = StreamService(registry, config.streams, clock, store, activity.touch)
     starter = Starter(
@@ -242,6 +249,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         queue=queue,
         activity=activity,
         committer=committer,
+        snapshots=snapshots,
         streams=streams,
         scheduler=scheduler,
         timeouts=timeouts,

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine import _codec
 from engine._ids import state_key
+from engine._runtime.committed_state import CommittedState
 from engine._runtime.context import InvocationContext
 from engine._runtime.ports import BlobStore, Database
 from engine._runtime.step_io import StepIO
@@ -23,13 +24,26 @@ from engine.results import FlowResult, StepCompletion
 class Snapshots:
     """Reads committed state for handlers and clients, resolving hard-delete values."""
 
-    def __init__(self, database: Database, blobs: BlobStore) -> None:
+    def __init__(
+        self, database: Database, blobs: BlobStore, committed: CommittedState | None = None
+    ) -> None:
         self._database = database
         self._blobs = blobs
+        #: Copies of committed state, when this process is the database's only writer.
+        self._committed = committed
 
     async def read(self, flow_id: str, run_id: str | None, plan: LoadPlan) -> Snapshot | None:
         """Read the run (the given one, or the Flow's latest) with what ``plan`` loads."""
-        return await reads.load_snapshot(self._database, flow_id, run_id, plan)
+        committed = self._committed
+        if committed is None:
+            return await reads.load_snapshot(self._database, flow_id, run_id, plan)
+        found = committed.snapshot(flow_id, run_id, plan)
+        if found is not None:
+            return found
+        commits = committed.commits
+        snapshot = await reads.load_snapshot(self._database, flow_id, run_id, plan)
+        committed.remember(run_id, plan, snapshot, commits)
+        return snapshot
 
     async def texts(
         self, snapshot: Snapshot, shared: Iterable[tuple[str, str]] = ()

@@ -51,6 +51,8 @@ class DatabaseSettings:
     pool_size: int = 10
     #: SQLite: told how many units each group commit carried (called on the event loop).
     on_batch: Callable[[int], None] | None = None
+    #: SQLite: given each committed unit's result, in commit order, before its caller hears.
+    on_committed: Callable[[Any], None] | None = None
 
 
 class SQLiteDatabase:
@@ -81,6 +83,7 @@ class SQLiteDatabase:
             busy_timeout_ms=settings.busy_timeout_ms,
             max_batch=settings.max_batch,
             on_batch=settings.on_batch,
+            on_committed=settings.on_committed,
         )
 
         def open_writer() -> None:

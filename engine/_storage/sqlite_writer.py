@@ -17,7 +17,8 @@ tool outside the engine can hold it: this process is the file's only writer).
 
 Units apply in the order they were submitted; early lock release (``_runtime.handoff``)
 relies on it. A unit with a ``mark_failed(error)`` method is told, before the next batch runs,
-when it did not commit.
+when it did not commit; ``on_committed`` is given the result of every unit that did, in commit
+order, before its caller hears of it (``_runtime.committed_state`` keeps its copies with it).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class SQLiteWriter:
         busy_timeout_ms: int,
         max_batch: int,
         on_batch: Callable[[int], None] | None = None,
+        on_committed: Callable[[Any], None] | None = None,
     ) -> None:
         # AUTOCOMMIT hands transaction control to us, so we can say BEGIN IMMEDIATE. The
         # connection is used by the loop and the commit thread, never by both at once.
@@ -82,6 +84,7 @@ class SQLiteWriter:
         self._busy_timeout = busy_timeout_ms / 1000
         self._max_batch = max_batch
         self._on_batch = on_batch
+        self._on_committed = on_committed
         self._conn: Connection | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: deque[_Queued] = deque()
@@ -196,8 +199,12 @@ class SQLiteWriter:
         if self._on_batch is not None:
             self._on_batch(len(batch))
         for queued, (ok, value) in zip(batch, outcomes, strict=True):
+            if ok:
+                if self._on_committed is not None:
+                    self._on_committed(value)  # in commit order, before any caller hears
+                continue
             mark = getattr(queued.unit, "mark_failed", None)
-            if not ok and mark is not None:
+            if mark is not None:
                 mark(value)  # here, before the next batch runs units that depend on it
         for queued, (ok, value) in zip(batch, outcomes, strict=True):
             resolve(queued.future, ok, value)
