@@ -178,16 +178,17 @@ def _search(results: Mapping[str, Any]) -> list[Goal]:
         )
     )
     scans = sorted({s for found in got["scans"].values() for s in found})
-    rows.append(
-        Goal(
-            "4d",
-            what[3][1],
-            "; ".join(scans) if scans else "none at " + " and ".join(got["scans"]),
-            what[3][2],
-            None,
-            FAIL if scans else PASS,
-        )
+    # A call whose SQL was not captured has no plan to judge: that fails too.
+    unseen = sorted(
+        f"{kind} at {size}"
+        for size, at_size in got["by_size"].items()
+        for kind, statements in at_size["plans"].items()
+        if not statements
     )
+    shown = "; ".join(scans) if scans else "none at " + " and ".join(got["scans"])
+    if unseen:
+        shown += "; no plan captured: " + ", ".join(unseen)
+    rows.append(Goal("4d", what[3][1], shown, what[3][2], None, FAIL if scans or unseen else PASS))
     return rows
 
 

@@ -91,6 +91,18 @@ class Prepared:
         fetched = cursor.fetchall()
         return compiled.named(cursor.description, fetched) if fetched else []
 
+    def tuples(self, conn: Connection, params: Mapping[str, Any] | None = None) -> list[Any]:
+        """Run the statement and return its rows as plain tuples, in the statement's column
+        order (cheaper than :meth:`rows` for many rows)."""
+        if not _direct(conn):
+            return [tuple(row) for row in conn.execute(self.statement, dict(params or {}))]
+        compiled = self._for(conn, None)
+        cursor = conn.connection.driver_connection.execute(  # type: ignore[union-attr]
+            compiled.sql, compiled.arguments(params or {})
+        )
+        fetched: list[Any] = cursor.fetchall()
+        return fetched
+
     def first(self, conn: Connection, params: Mapping[str, Any] | None = None) -> Any:
         """Run the statement and return its first row, or None."""
         found = self.rows(conn, params)

@@ -178,7 +178,7 @@ class SQLiteWriter:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         except OperationalError as exc:
             if not is_busy(exc):
-                self._finish(batch, [(False, exc)] * len(batch))
+                self._finish(batch, [(False, exc)] * len(batch), then_flush=False)
                 return
             # Another process holds the lock: the thread waits for it.
             self._jobs.put((self._apply_waiting, batch))
@@ -194,8 +194,14 @@ class SQLiteWriter:
                 return
         self._jobs.put((self._commit, batch, results))
 
-    def _finish(self, batch: list[_Queued], outcomes: list[Outcome]) -> None:
-        """Tell the batch's units and callers how it went, then start the next batch."""
+    def _finish(
+        self, batch: list[_Queued], outcomes: list[Outcome], then_flush: bool = True
+    ) -> None:
+        """Tell the batch's units and callers how it went, and start the next batch.
+
+        The next batch starts at once (``then_flush``): its units queued while this one was
+        committing, and its COMMIT then overlaps with the loop answering this batch's callers.
+        """
         if self._on_batch is not None:
             self._on_batch(len(batch))
         for queued, (ok, value) in zip(batch, outcomes, strict=True):
@@ -210,7 +216,10 @@ class SQLiteWriter:
             resolve(queued.future, ok, value)
         self._busy = False
         if self._pending:
-            self._schedule_flush()
+            if then_flush:
+                self._flush()
+            else:
+                self._schedule_flush()
         elif self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
 

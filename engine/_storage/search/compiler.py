@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, and_, false, func, literal, not_, or_, select, true
+from sqlalchemy import BigInteger, and_, bindparam, false, func, literal, not_, or_, select, true
 
 from engine._storage import tables as t
 from engine._storage.records import RunStatus
@@ -49,6 +49,7 @@ from engine._storage.search.parser import (
     Query,
     StartsWith,
 )
+from engine._storage.search.shapes import slot_name
 from engine.attribute import IndexType
 from engine.errors import InvalidQueryError
 
@@ -131,9 +132,12 @@ class Compiled:
     driver: Any = None
 
 
-def compile_query(query: Query, key_types: Mapping[str, IndexType]) -> Compiled:
-    """Compile ``query``; ``key_types`` maps each declared index key to its IndexType."""
-    compiler = QueryCompiler(key_types)
+def compile_query(
+    query: Query, key_types: Mapping[str, IndexType], slots: Mapping[int, int] | None = None
+) -> Compiled:
+    """Compile ``query``; ``key_types`` maps each declared index key to its IndexType (for
+    ``slots`` see :class:`QueryCompiler`)."""
+    compiler = QueryCompiler(key_types, slots)
     where = true() if query.where is None else compiler.node(query.where)
     return Compiled(where, order_keys(query.order))
 
@@ -176,10 +180,17 @@ def order_keys(items: tuple[OrderItem, ...]) -> tuple[OrderKey, ...]:
 
 
 class QueryCompiler:
-    """Compiles the nodes of one query against the index keys' types."""
+    """Compiles the nodes of one query against the index keys' types.
 
-    def __init__(self, key_types: Mapping[str, IndexType]) -> None:
+    With ``slots`` (the ``id`` of each literal of the query -> its slot, see ``shapes``) each
+    literal becomes the bound parameter of its slot instead of its value, once checked.
+    """
+
+    def __init__(
+        self, key_types: Mapping[str, IndexType], slots: Mapping[int, int] | None = None
+    ) -> None:
         self.key_types = key_types
+        self.slots = slots
 
     # -- structure ----------------------------------------------------------------------------
 
@@ -259,6 +270,14 @@ class QueryCompiler:
         return found
 
     def value(self, field: str, kind: IndexType, lit: Literal) -> Any:
+        """Convert a literal to the field's stored form (or its slot's parameter, compiling a
+        shape), or raise a type mismatch."""
+        converted = self.stored(field, kind, lit)
+        if self.slots is None:
+            return converted
+        return bindparam(slot_name(self.slots[id(lit)]), required=True)
+
+    def stored(self, field: str, kind: IndexType, lit: Literal) -> Any:
         """Convert a literal to the field's stored form, or raise a type mismatch."""
         v = lit.value
         if kind in (KEYWORD, KEYWORD_ARRAY, FULL_TEXT):

@@ -4,6 +4,7 @@ indexed values come from one committed state."""
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -16,7 +17,8 @@ from engine._storage.prepared import Prepared
 from engine._storage.reads import Database, target_run_statement
 from engine._storage.search import driver, paging
 from engine._storage.search.compiler import Compiled, OrderKey, QueryCompiler, compile_query
-from engine._storage.search.parser import And, Compare, Literal, parse
+from engine._storage.search.parser import And, Compare, Literal, Query, parse
+from engine._storage.search.shapes import shape_of, slot_name
 from engine.attribute import IndexType
 from engine.errors import InvalidArgumentError, InvalidQueryError
 
@@ -62,14 +64,64 @@ def prepare(text: str, key_types: dict[str, IndexType], flow_type: str | None = 
 def _prepare(
     text: str, key_types: tuple[tuple[str, IndexType], ...], flow_type: str | None
 ) -> Compiled:
+    return _compile(_scoped(text, flow_type), dict(key_types))
+
+
+@lru_cache(maxsize=1024)
+def _scoped(text: str, flow_type: str | None) -> Query:
+    """Parse ``text``, confined to ``flow_type`` when given."""
     query = parse(text)
     if flow_type is not None:
         scope = Compare("FlowType", "=", Literal(flow_type, 0), 0)
         where = scope if query.where is None else And((scope, query.where))
         query = type(query)(where, query.order)
-    compiled = compile_query(query, dict(key_types))
-    lead = driver.choose(QueryCompiler(dict(key_types)), query.where, compiled.order)
+    return query
+
+
+def _compile(
+    query: Query, key_types: dict[str, IndexType], slots: dict[int, int] | None = None
+) -> Compiled:
+    compiled = compile_query(query, key_types, slots)
+    lead = driver.choose(QueryCompiler(key_types, slots), query.where, compiled.order)
     return replace(compiled, driver=lead)
+
+
+#: Compiled shapes, least recently used first out (see ``shapes``).
+_SHAPES: OrderedDict[Any, Compiled] = OrderedDict()
+SHAPES_KEPT = 256
+
+
+def prepare_bound(
+    text: str, key_types: dict[str, IndexType], flow_type: str | None = None
+) -> tuple[Compiled, dict[str, Any]]:
+    """Like :func:`prepare`, for running: the compiled query of ``text``'s shape and the
+    values of its slots (see ``shapes``), or the compiled text and no values."""
+    if not isinstance(text, str):
+        raise InvalidQueryError("query must be a string", position=0, field="query")
+    if flow_type is not None and (not isinstance(flow_type, str) or not flow_type):
+        raise InvalidArgumentError("flow_type must be a non-empty string", field="flowType")
+    key_tuple = tuple(sorted(key_types.items()))
+    query = _scoped(text, flow_type)
+    found = shape_of(query, key_types)
+    if found is None:
+        return _prepare(text, key_tuple, flow_type), {}
+    shape, slots = found
+    cache_key = (shape, key_tuple)
+    compiled = _SHAPES.get(cache_key)
+    if compiled is None:
+        # Compiling checks the query as a whole (fields, operators, order) and its values.
+        compiled = _compile(query, key_types, {id(lit): i for i, (_, lit) in enumerate(slots)})
+        _SHAPES[cache_key] = compiled
+        if len(_SHAPES) > SHAPES_KEPT:
+            _SHAPES.popitem(last=False)
+    else:
+        _SHAPES.move_to_end(cache_key)
+    compiler = QueryCompiler(key_types)
+    values = {
+        slot_name(i): compiler.stored(field, compiler.field_type(field, lit.position), lit)
+        for i, (field, lit) in enumerate(slots)
+    }
+    return compiled, values
 
 
 async def search_runs(
@@ -82,11 +134,11 @@ async def search_runs(
     flow_type: str | None = None,
 ) -> SearchResult:
     """Return one page of the runs matching ``text``, in the query's order."""
-    compiled = prepare(text, key_types, flow_type)
+    compiled, values = prepare_bound(text, key_types, flow_type)
     digest = paging.query_digest(text, flow_type)
     position = paging.decode_token(page_token, digest, compiled.order)
     order = compiled.order if compiled.driver is None else compiled.driver.order
-    params: dict[str, Any] = {"limit": page_size + 1}
+    params: dict[str, Any] = {"limit": page_size + 1, **values}
     params.update({f"p{i}": value for i, value in enumerate(position or ())})
     statement = _search_statement(compiled, position is not None)
     rows = await _with_details(db, statement, params, order)
@@ -206,31 +258,50 @@ async def _with_details(
 ) -> list[tuple[FoundRun, list[Any]]]:
     """Run a page's statement and gather each run with its indexed values, in ``order``."""
     # One hand-off to a reader thread, where the statement runs on a plain connection.
-    rows = await db.scan(lambda conn: statement.rows(conn, params))
+    rows = await db.scan(lambda conn: statement.tuples(conn, params))
+    # The statement's columns: the page's (_COLUMNS, then a sort key per order key), then the
+    # parent's IDs, then one indexed value (key and JSON) per row.
+    keys = slice(len(_COLUMNS), len(_COLUMNS) + len(order))
+    parent = len(_COLUMNS) + len(order)
     found: dict[str, tuple[FoundRun, list[Any]]] = {}
     for row in rows:
-        entry = found.get(row.run_id)
+        entry = found.get(row[0])
         if entry is None:
+            run_id, flow_id, flow_type, status, started_at, closed_at = row[: len(_COLUMNS)]
             run = FoundRun(
-                row.run_id,
-                row.flow_id,
-                row.flow_type,
-                row.status,
-                row.started_at,
-                row.closed_at,
+                run_id,
+                flow_id,
+                flow_type,
+                status,
+                started_at,
+                closed_at,
                 {},
-                row.parent_flow_id,
-                row.parent_run_id,
+                row[parent],
+                row[parent + 1],
             )
-            entry = found[row.run_id] = (run, [getattr(row, f"k{i}") for i in range(len(order))])
-        if row.index_key is not None:
-            entry[0].indexed[row.index_key] = json.loads(row.index_value)
+            entry = found[row[0]] = (run, list(row[keys]))
+        if row[parent + 2] is not None:
+            entry[0].indexed[row[parent + 2]] = _index_value(row[parent + 3])
     # The page is small: order it here rather than have SQL sort the joined rows again.
     entries = list(found.values())
     for i in reversed(range(len(order))):
         entries.sort(key=lambda e: e[1][i], reverse=order[i].descending)
     for run, _ in entries:  # indexedAttributes in key order, whatever order the join gave
-        items = sorted(run.indexed.items())
-        run.indexed.clear()
-        run.indexed.update(items)
+        if len(run.indexed) > 1:
+            items = sorted(run.indexed.items())
+            run.indexed.clear()
+            run.indexed.update(items)
     return entries
+
+
+def _index_value(text: str) -> Any:
+    """Decode an indexed value's JSON; a KEYWORD_ARRAY's list is decoded anew each time (the
+    caller may change it), other values, immutable, come from a memo (a page repeats them)."""
+    if text.startswith("["):
+        return json.loads(text)
+    return _scalar(text)
+
+
+@lru_cache(maxsize=4096)
+def _scalar(text: str) -> Any:
+    return json.loads(text)
