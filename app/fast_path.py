@@ -33,14 +33,15 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, params
 from fastapi.datastructures import DefaultPlaceholder
 from fastapi.dependencies.models import Dependant
-from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
+from fastapi.dependencies.utils import request_params_to_args
 from fastapi.exceptions import ResponseValidationError
 from fastapi.routing import APIRoute
 from fastapi.utils import is_body_allowed_for_status_code
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import StringConvertor
 from starlette.datastructures import QueryParams
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
@@ -82,7 +83,11 @@ class _CompiledRoute:
     param_convertors: dict[str, Any]
     dependant: Dependant
     dependencies: tuple[_Dependency, ...]
-    body_fields: list[Any]
+    #: (parameter, path name) of each path parameter when all are plain ``str`` (taken as they
+    #: are, which is all FastAPI's validation does to them); None otherwise.
+    plain_path: tuple[tuple[str, str], ...] | None
+    #: The body parameter's field (one, not embedded), or None.
+    body_field: Any
     status_code: int | None
     response_field: Any
     serialize: dict[str, Any]
@@ -153,9 +158,12 @@ class FastPath:
             key: compiled.param_convertors[key].convert(value)
             for key, value in match.groupdict().items()
         }
-        values, errors = request_params_to_args(dependant.path_params, path_params)
-        if errors:
-            raise _Fallback
+        if compiled.plain_path is not None:
+            values = {name: path_params[alias] for name, alias in compiled.plain_path}
+        else:
+            values, errors = request_params_to_args(dependant.path_params, path_params)
+            if errors:
+                raise _Fallback
         if dependant.query_params:
             query, errors = request_params_to_args(
                 dependant.query_params, QueryParams(scope["query_string"])
@@ -163,14 +171,14 @@ class FastPath:
             if errors:
                 raise _Fallback
             values.update(query)
-        if compiled.body_fields:
+        field = compiled.body_field
+        if field is not None:
             body = await _json_body(scope, receive, received)
-            found, errors = await request_body_to_args(
-                body_fields=compiled.body_fields, received_body=body, embed_body_fields=False
-            )
+            # What request_body_to_args does for one body parameter that is not embedded.
+            value, errors = field.validate(body, {}, loc=("body",))
             if errors:
                 raise _Fallback
-            values.update(found)
+            values[field.name] = value
         # The route is chosen: from here on, the request is answered here.
         route = compiled.route
         scope["path_params"] = {**scope.get("path_params", {}), **path_params}
@@ -326,17 +334,20 @@ def _compile(context: Any) -> _CompiledRoute | None:
         or getattr(context, "max_body_size", None) is not None
         or context._embed_body_fields
         or len(dependant.body_params) > 1
+        or any(isinstance(f.field_info, params.Form) for f in dependant.body_params)
     ):
         return None
     dependencies = _dependencies(dependant.dependencies)
     if dependencies is None:
         return None
+    convertors = dict(context.param_convertors)
     return _CompiledRoute(
         route=route,
-        param_convertors=dict(context.param_convertors),
+        param_convertors=convertors,
         dependant=dependant,
         dependencies=dependencies,
-        body_fields=list(dependant.body_params),
+        plain_path=_plain_path(dependant.path_params, convertors),
+        body_field=dependant.body_params[0] if dependant.body_params else None,
         status_code=context.status_code,
         response_field=context.response_field,
         serialize={
@@ -348,6 +359,24 @@ def _compile(context: Any) -> _CompiledRoute | None:
             "exclude_none": context.response_model_exclude_none,
         },
     )
+
+
+def _plain_path(fields: Sequence[Any], convertors: dict[str, Any]) -> Any:
+    """Return (parameter, path name) of each path parameter if every one is a plain ``str``
+    (no constraint, no other name to validate under, a string in the path); else None."""
+    plain = []
+    for field in fields:
+        info = field.field_info
+        alias = field.alias
+        if (
+            info.annotation is not str
+            or info.metadata
+            or info.validation_alias is not None
+            or not isinstance(convertors.get(alias), StringConvertor)
+        ):
+            return None
+        plain.append((field.name, alias))
+    return tuple(plain)
 
 
 def _dependencies(subs: Sequence[Dependant]) -> tuple[_Dependency, ...] | None:

@@ -79,34 +79,38 @@ def _number(text: str) -> float | None:
 async def check_parameters(request: Request) -> None:
     """Refuse path and query parameters over their limits (a dependency of every route)."""
     limits: Limits = request.app.state.limits
-    values = {**request.query_params, **request.path_params}
+    path = request.path_params
+    # Most requests have no query string: then only the path can name an ID.
+    query = request.query_params if request.scope.get("query_string") else None
     for field in ("flowId", "runId"):
-        value = values.get(field)
+        value = path[field] if field in path else query.get(field) if query else None
         if isinstance(value, str) and len(value) > limits.max_id_length:
             raise _refuse(
                 field,
                 f"{field} has {len(value)} characters, more than {limits.max_id_length}",
                 "DEXLITE_MAX_ID_LENGTH",
             )
-    names = request.query_params.getlist("name")
+    if query is None:
+        return
+    names = query.getlist("name")
     if len(names) > limits.max_names_per_read:
         raise _refuse(
             "name",
             f"{len(names)} names in one read, more than {limits.max_names_per_read}",
             "DEXLITE_MAX_NAMES_PER_READ",
         )
-    query = request.query_params.get("query")
-    if query is not None:
+    text = query.get("query")
+    if text is not None:
         # A query over a limit is an INVALID_QUERY with a position, like any bad query.
-        if len(query) > limits.max_query_length:
+        if len(text) > limits.max_query_length:
             raise engine.InvalidQueryError(
-                f"the query has {len(query)} characters, more than {limits.max_query_length} "
+                f"the query has {len(text)} characters, more than {limits.max_query_length} "
                 "(the limit is the setting DEXLITE_MAX_QUERY_LENGTH)",
                 position=limits.max_query_length,
                 field="query",
                 extra={"limit": "DEXLITE_MAX_QUERY_LENGTH"},
             )
-        if (position := too_deep_at(query, limits.max_query_depth)) is not None:
+        if (position := too_deep_at(text, limits.max_query_depth)) is not None:
             raise engine.InvalidQueryError(
                 f"the query nests parentheses more than {limits.max_query_depth} deep at "
                 f"position {position} (the limit is the setting DEXLITE_MAX_QUERY_DEPTH)",
@@ -115,14 +119,14 @@ async def check_parameters(request: Request) -> None:
                 extra={"limit": "DEXLITE_MAX_QUERY_DEPTH"},
             )
     # Beyond the API's own bounds (1000, 60 s) the routes answer as the API defines.
-    size = _number(request.query_params.get("pageSize", ""))
+    size = _number(query.get("pageSize", ""))
     if size is not None and limits.max_page_size < size <= API_MAX_PAGE_SIZE:
         raise _refuse(
             "pageSize",
             f"pageSize {size:g} is more than {limits.max_page_size}",
             "DEXLITE_MAX_PAGE_SIZE",
         )
-    wait = _number(request.query_params.get("waitSeconds", ""))
+    wait = _number(query.get("waitSeconds", ""))
     if wait is not None:
         check_wait(limits, wait)
 

@@ -25,6 +25,7 @@ from urllib.parse import parse_qs
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REQUEST_ID_HEADER = "x-request-id"
+_HEADER_KEY = REQUEST_ID_HEADER.encode()
 #: A client's request ID is kept when it is short and plain; anything else is replaced.
 _ACCEPTABLE_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 #: The record attributes logging itself sets; anything else on a record is an extra field.
@@ -64,22 +65,25 @@ class RequestIDMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = (
-            dict(scope.get("headers", [])).get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1")
-        )
-        rid = given if _ACCEPTABLE_ID.fullmatch(given) else new_request_id()
+        given = ""
+        for name, value in scope.get("headers", ()):
+            if name == _HEADER_KEY:
+                given = value.decode("latin-1")  # the last one, as a dict of them would keep
+        rid = given if given and _ACCEPTABLE_ID.fullmatch(given) else new_request_id()
         token = request_id.set(rid)
         started = time.perf_counter()
         status = 500
+        own = (_HEADER_KEY, rid.encode())
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
                 headers = [
-                    (k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"
+                    (k, v) for k, v in message.get("headers", ()) if k.lower() != _HEADER_KEY
                 ]
-                message = {**message, "headers": [*headers, (b"x-request-id", rid.encode())]}
+                headers.append(own)
+                message = {**message, "headers": headers}
             await send(message)
 
         try:

@@ -119,6 +119,9 @@ def create_app(
             await eng.close()
 
     app = FastAPI(
+        # dexlite reports through its own /metrics and logs; FastAPI's OpenTelemetry hooks would
+        # look up the global providers on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
         dependencies=[Depends(check_parameters)],
         title="dexlite",
         version=VERSION,

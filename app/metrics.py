@@ -113,10 +113,16 @@ class PrometheusTelemetry(engine.Telemetry):
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
+        # Bounded by the registered Flow types, RPCs and outcome codes.
+        self._rpcs: dict[tuple[str, str, str], Any] = {}
 
     def rpc_finished(self, flow_type: str, rpc: str, outcome: str, seconds: float) -> None:
         """Observe one RPC invocation's latency under its outcome."""
-        self._metrics.rpc_seconds.labels(flow_type, rpc, outcome).observe(seconds)
+        labels = (flow_type, rpc, outcome)
+        child = self._rpcs.get(labels)
+        if child is None:
+            child = self._rpcs[labels] = self._metrics.rpc_seconds.labels(*labels)
+        child.observe(seconds)
 
     def lock_conflict(self, flow_type: str, lock_key: str) -> None:
         """Count a lock conflict under the lock's Attribute (map instances stay unlabelled)."""
@@ -141,6 +147,8 @@ class HTTPMetricsMiddleware:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        # One per (method, route template, status): bounded by the app's routes.
+        self._children: dict[tuple[str, str, int], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -158,9 +166,14 @@ class HTTPMetricsMiddleware:
         try:
             await self.app(scope, receive, record_status)
         finally:
-            self.metrics.http_seconds.labels(
-                scope["method"], _route_of(scope), str(status)
-            ).observe(time.perf_counter() - started)
+            labels = (scope["method"], _route_of(scope), status)
+            child = self._children.get(labels)
+            if child is None:
+                # labels() checks and looks its arguments up each time: keep what it returns.
+                child = self._children[labels] = self.metrics.http_seconds.labels(
+                    labels[0], labels[1], str(status)
+                )
+            child.observe(time.perf_counter() - started)
 
 
 def _route_of(scope: Scope) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -70,13 +71,17 @@ def state_key(name: str, instance: str) -> str:
     return f"{name}/{instance}" if instance else name
 
 
+#: What an ID may not hold: a slash or a control character.
+_NOT_IN_ID = re.compile(r"[\x00-\x1f/]")
+
+
 def check_id(value: Any, what: str) -> str:
     """Return ``value`` if it is a usable Flow, run or request ID."""
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or not value or value.isspace():
         raise InvalidArgumentError(f"{what} must be a non-blank string", field=what)
     if len(value) > MAX_ID_LENGTH:
         raise InvalidArgumentError(f"{what} must be at most {MAX_ID_LENGTH} characters", field=what)
-    if "/" in value or any(ord(c) < 32 for c in value):
+    if _NOT_IN_ID.search(value):
         raise InvalidArgumentError(f"{what} must not contain '/' or control characters", field=what)
     check_unicode(value, what)
     return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,12 +43,18 @@ class RPCDefinition:
     @property
     def is_async(self) -> bool:
         """Return True for an ``async def`` handler."""
-        return inspect.iscoroutinefunction(self.function)
+        return _is_async(self.function)
 
     @property
     def transactional(self) -> bool:
         """Return True when the RPC runs transactionally: declared so, or it takes locks."""
         return self.is_transactional or bool(self.lock_attributes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_async(function: Callable[..., Any]) -> bool:
+    # Asked on every invocation; the answer never changes for a function.
+    return inspect.iscoroutinefunction(function)
 
 
 def rpc_definition_of(function: Any) -> RPCDefinition | None:

@@ -13,6 +13,7 @@ from app.limits import check_value_size, check_values_size
 from app.schemas import (
     AttributesResponse,
     InvokeRpcBody,
+    InvokeRpcOptionsBody,
     InvokeRpcResponse,
     SetAttributesBody,
     SetAttributesResponse,
@@ -54,7 +55,20 @@ async def invoke_rpc(
     """Invoke an RPC of the Flow's current run (or the given run)."""
     check_value_size(limits, body.input, "input")
     opts = body.options
-    options = engine.RPCInvokeOptions(
+    options = None
+    if (
+        opts.load_attribute_map_instances
+        or opts.lock_attribute_map_instances
+        or opts.load_channel_map_instances
+    ):
+        options = _invoke_options(opts)
+    output = await eng.invoke_rpc(rpcName, flowId, body.input, run_id=body.run_id, options=options)
+    return InvokeRpcResponse(output=engine.to_json_data(output))
+
+
+def _invoke_options(opts: InvokeRpcOptionsBody) -> engine.RPCInvokeOptions:
+    """Return the loads and locks an invocation adds, each ``map/instance`` checked."""
+    return engine.RPCInvokeOptions(
         load_attribute_map_instances=tuple(
             AttributeMapLoad(n, i)
             for n, i in _split(opts.load_attribute_map_instances, "loadAttributeMapInstances")
@@ -68,8 +82,6 @@ async def invoke_rpc(
             for n, i in _split(opts.load_channel_map_instances, "loadChannelMapInstances")
         ),
     )
-    output = await eng.invoke_rpc(rpcName, flowId, body.input, run_id=body.run_id, options=options)
-    return InvokeRpcResponse(output=engine.to_json_data(output))
 
 
 @router.get(
