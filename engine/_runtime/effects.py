@@ -67,14 +67,18 @@ async def encode_writes(
     return tuple(staged)
 
 
-async def stage(blobs: BlobStore, spec: FlowSpec, context: InvocationContext) -> StagedEffects:
-    """Return the Attribute writes and Channel work a handler staged on ``context``."""
+async def stage(
+    blobs: BlobStore, spec: FlowSpec, context: InvocationContext, **more: Any
+) -> StagedEffects:
+    """Return the Attribute writes and Channel work a handler staged on ``context``, with
+    ``more`` of the StagedEffects fields (what the handler's result decided)."""
     return StagedEffects(
         writes=await encode_writes(
             blobs, spec, context.flow_id, context.staged_writes, context.staged_texts
         ),
         channel_deletions=context.staged_deletions,
         channel_publications=context.staged_publications,
+        **more,
     )
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -309,9 +308,10 @@ class RPCExecutor:
             if definition.output_type is not None or result.output is not None
             else None
         )
-        staged = await effects.stage(self._blobs, spec, context)
-        return replace(
-            staged,
+        return await effects.stage(
+            self._blobs,
+            spec,
+            context,
             cancel_step_types=effects.step_type_names(spec, result.canceling_steps),
             next_steps=effects.next_steps(
                 spec, run_id=context.run_id, flow_id=context.flow_id, movements=result.next_steps

@@ -222,6 +222,8 @@ def add_history(
     conn: Connection, run_id: str, events: Iterable[tuple[str, dict[str, Any]]], now: int
 ) -> None:
     """Append events to the run's history."""
+    if not events:
+        return
     rows = [
         {
             "run_id": run_id,
@@ -252,6 +254,8 @@ def insert_steps(conn: Connection, steps: Iterable[QueuedStep], now: int) -> Non
     rollback put back.
     """
     steps = list(steps)
+    if not steps:
+        return
     _number(conn, [s for s in steps if not s.id or s.numbered])
     rows = [
         {
