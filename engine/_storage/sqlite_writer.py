@@ -86,6 +86,7 @@ class SQLiteWriter:
         self._on_batch = on_batch
         self._on_committed = on_committed
         self._conn: Connection | None = None
+        self._sql: Callable[[str], Any] = _unopened
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: deque[_Queued] = deque()
         #: A batch is between its BEGIN and the end of its COMMIT (or on the thread).
@@ -112,6 +113,10 @@ class SQLiteWriter:
         # thread waits by retrying (see _begin_waiting).
         conn.exec_driver_sql("PRAGMA busy_timeout=0")
         self._conn = conn
+        # BEGIN, COMMIT and ROLLBACK go straight to the driver: through SQLAlchemy each costs
+        # an execution context, more than SQLite takes (in AUTOCOMMIT mode SQLAlchemy keeps no
+        # transaction state to bypass).
+        self._sql = conn.connection.driver_connection.execute  # type: ignore[union-attr]
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Take units from callers on ``loop`` from now on."""
@@ -175,8 +180,8 @@ class SQLiteWriter:
         conn = self._conn
         assert conn is not None
         try:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-        except OperationalError as exc:
+            self._sql("BEGIN IMMEDIATE")
+        except (sqlite3.OperationalError, OperationalError) as exc:
             if not is_busy(exc):
                 self._finish(batch, [(False, exc)] * len(batch), then_flush=False)
                 return
@@ -189,7 +194,7 @@ class SQLiteWriter:
                 results.append(queued.unit(conn))
             except BaseException as exc:  # this unit fails; the others are replayed
                 with contextlib.suppress(Exception):
-                    conn.exec_driver_sql("ROLLBACK")
+                    self._sql("ROLLBACK")
                 self._jobs.put((self._replay, batch, (n, exc)))
                 return
         self._jobs.put((self._commit, batch, results))
@@ -237,13 +242,13 @@ class SQLiteWriter:
                 outcomes = work(batch, *args)
             except BaseException as exc:  # the transaction itself failed: every unit failed
                 with contextlib.suppress(Exception):
-                    self._conn.exec_driver_sql("ROLLBACK")  # type: ignore[union-attr]
+                    self._sql("ROLLBACK")
                 outcomes = [(False, exc)] * len(batch)
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(self._finish, batch, outcomes)
 
     def _commit(self, batch: list[_Queued], results: list[Any]) -> list[Outcome]:
-        self._conn.exec_driver_sql("COMMIT")  # type: ignore[union-attr]
+        self._sql("COMMIT")
         return [(True, result) for result in results]
 
     def _apply_waiting(self, batch: list[_Queued]) -> list[Outcome]:
@@ -257,9 +262,9 @@ class SQLiteWriter:
             try:
                 results.append(queued.unit(conn))
             except BaseException as exc:
-                conn.exec_driver_sql("ROLLBACK")
+                self._sql("ROLLBACK")
                 return self._replay(batch, (n, exc))
-        conn.exec_driver_sql("COMMIT")
+        self._sql("COMMIT")
         return [(True, result) for result in results]
 
     def _replay(self, batch: list[_Queued], failed: tuple[int, BaseException]) -> list[Outcome]:
@@ -293,12 +298,16 @@ class SQLiteWriter:
         deadline = time.monotonic() + self._busy_timeout
         while True:
             try:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                self._sql("BEGIN IMMEDIATE")
                 return
-            except OperationalError as exc:
+            except (sqlite3.OperationalError, OperationalError) as exc:
                 if not is_busy(exc) or time.monotonic() >= deadline:
                     raise
             time.sleep(_BUSY_RETRY_SECONDS)
+
+
+def _unopened(_sql: str) -> Any:
+    raise RuntimeError("the writer is not open")
 
 
 def is_busy(exc: BaseException) -> bool:
