@@ -73,6 +73,9 @@ class _Candidate:
     path_regex: Any
     methods: frozenset[str] | None
     compiled: _CompiledRoute | None
+    #: What every path it matches starts with (its template up to the first parameter): a
+    #: cheap test before the regular expression.
+    prefix: str = ""
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,8 @@ class FastPath:
         path = scope["path"]
         method = scope["method"]
         for candidate in self._routes():
+            if not path.startswith(candidate.prefix):
+                continue
             match = candidate.path_regex.match(path)
             if match is not None and (candidate.methods is None or method in candidate.methods):
                 return candidate.compiled, match
@@ -270,6 +275,7 @@ class FastPath:
                     path_regex=context.path_regex,
                     methods=None if context.methods is None else frozenset(context.methods),
                     compiled=_compile(context),
+                    prefix=_literal_prefix(context),
                 )
                 for context in _effective_routes(self._fastapi)
             ]
@@ -309,6 +315,18 @@ class _Plain:
     def methods(self) -> Any:
         # A mount takes every method of every path under it.
         return getattr(self.route, "methods", None)
+
+    @property
+    def path_format(self) -> Any:
+        return getattr(self.route, "path_format", None)
+
+
+def _literal_prefix(context: Any) -> str:
+    """Return the route's path template up to its first parameter ("" when unknown)."""
+    template = getattr(context, "path_format", None)
+    if not isinstance(template, str):
+        return ""
+    return template.partition("{")[0]
 
 
 def _compile(context: Any) -> _CompiledRoute | None:
