@@ -155,15 +155,22 @@ def _long_digit_run(text: bytes) -> bool:
 
 
 @lru_cache(maxsize=1024)
+def _schema_text(value_type: Any) -> str | None:
+    """Return the text of pydantic's core schema of ``value_type``; None for Any, object and
+    types pydantic cannot describe (they take the general path)."""
+    if value_type is Any or value_type is object:
+        return None
+    try:
+        return repr(adapter_for(value_type).core_schema)
+    except Exception:
+        return None
+
+
+@lru_cache(maxsize=1024)
 def _has_no_bytes(value_type: Any) -> bool:
     """Return True when values of ``value_type`` can never hold bytes (so no marker is needed)."""
-    if value_type is Any or value_type is object:
-        return False
-    try:
-        schema = repr(adapter_for(value_type).core_schema)
-    except Exception:  # a type pydantic cannot describe takes the general path
-        return False
-    return "'bytes'" not in schema
+    schema = _schema_text(value_type)
+    return schema is not None and "'bytes'" not in schema
 
 
 #: The core-schema types whose JSON pydantic writes in one call with nothing left to check but
@@ -206,13 +213,8 @@ _SCHEMA_TYPE = re.compile(r"'type': '([a-z-]+)'")
 def _direct_json(value_type: Any) -> bool:
     """Return True when values of ``value_type`` are written by pydantic's JSON serializer
     directly (see ``_DIRECT_JSON_TYPES``)."""
-    if value_type is Any or value_type is object:
-        return False
-    try:
-        schema = repr(adapter_for(value_type).core_schema)
-    except Exception:  # a type pydantic cannot describe takes the general path
-        return False
-    return set(_SCHEMA_TYPE.findall(schema)) <= _DIRECT_JSON_TYPES
+    schema = _schema_text(value_type)
+    return schema is not None and set(_SCHEMA_TYPE.findall(schema)) <= _DIRECT_JSON_TYPES
 
 
 def encode(value: Any, value_type: Any = None) -> str:

@@ -24,6 +24,7 @@ first out.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 from engine._storage.records import CommitResult, LoadPlan, RunInfo, Snapshot, StoredValue
 
 Key = tuple[str, str]
+log = logging.getLogger("dexlite.state")
 
 #: Flows kept at most (their copies are dropped least recently used first).
 MAX_FLOWS = 10_000
@@ -119,10 +121,18 @@ class CommittedState:
 
     def committed(self, result: Any) -> None:
         """Apply a committed unit's result (in commit order; results of other units are
-        ignored)."""
+        ignored). Should applying it fail, every copy is dropped: none may be stale."""
         self.commits += 1
         if not isinstance(result, CommitResult):
             return
+        try:
+            self._apply(result)
+        except Exception:
+            log.exception("applying a commit to the copies of committed state failed")
+            self._copies.clear()
+            self._bytes = 0
+
+    def _apply(self, result: CommitResult) -> None:
         for change in result.changes:
             copy = self._copies.get(change.flow_id)
             if copy is None:
@@ -145,6 +155,7 @@ class CommittedState:
         self._trim()
 
     def __len__(self) -> int:
+        """Return how many Flows have a copy."""
         return len(self._copies)
 
     def _set(self, copy: _Copy, key: Key, stored: StoredValue | None) -> None:
