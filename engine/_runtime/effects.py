@@ -15,9 +15,10 @@ from engine import _codec
 from engine._ids import state_key
 from engine._runtime.context import InvocationContext
 from engine._runtime.ports import BlobStore
+from engine._sharing import sharing
 from engine._specs import FlowSpec
 from engine._storage.indexes import index_write
-from engine._storage.records import AttributeWrite, QueuedStep, StagedEffects
+from engine._storage.records import NOT_DECODED, AttributeWrite, QueuedStep, StagedEffects
 from engine.errors import InvalidStepResultError
 from engine.step import Step, StepMovement
 
@@ -53,7 +54,10 @@ async def encode_writes(
         index = None
         if state.index is not None and state.index_key is not None:
             index = index_write(state.index_key, state.index.type, value, state_key(name, instance))
-        staged.append(AttributeWrite(name, instance, text, index=index))
+        # The validated value, which no handler holds, goes along for the next holder of the
+        # locks, when its type lets readers share it.
+        decoded = NOT_DECODED if value is None or sharing(state.value_type) is None else value
+        staged.append(AttributeWrite(name, instance, text, index=index, decoded=decoded))
     if blob_ops and store_blobs:
 
         def apply() -> None:

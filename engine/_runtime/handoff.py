@@ -146,7 +146,7 @@ def handed_off_snapshot(
                 continue
             found.add(key)
             if write.value is not None or write.blob:
-                values[key] = StoredValue(write.value, write.blob)
+                values[key] = StoredValue(write.value, write.blob, write.decoded)
         if len(found) == len(wanted):
             return Snapshot(run, values)
     return None
@@ -159,7 +159,7 @@ def _lay(values: dict[tuple[str, str], StoredValue], write: AttributeWrite) -> N
     if write.value is None and not write.blob:
         values.pop(key, None)
     else:
-        values[key] = StoredValue(write.value, write.blob)
+        values[key] = StoredValue(write.value, write.blob, write.decoded)
 
 
 def _loads(plan: LoadPlan, name: str, instance: str) -> bool:

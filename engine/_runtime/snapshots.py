@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,9 +14,10 @@ from engine._runtime.committed_state import CommittedState
 from engine._runtime.context import InvocationContext
 from engine._runtime.ports import BlobStore, Database
 from engine._runtime.step_io import StepIO
+from engine._sharing import sharing
 from engine._specs import FlowSpec
 from engine._storage import reads
-from engine._storage.records import LoadPlan, Snapshot
+from engine._storage.records import NOT_DECODED, LoadPlan, Snapshot
 from engine.channel import ChannelMessage
 from engine.results import FlowResult, StepCompletion
 
@@ -46,7 +47,10 @@ class Snapshots:
         return snapshot
 
     async def texts(
-        self, snapshot: Snapshot, shared: Iterable[tuple[str, str]] = ()
+        self,
+        snapshot: Snapshot,
+        shared: Iterable[tuple[str, str]] = (),
+        skip: Container[tuple[str, str]] = (),
     ) -> dict[tuple[str, str], str]:
         """Return the JSON text of each stored value; deleted hard-delete values are absent.
 
@@ -60,7 +64,7 @@ class Snapshots:
         for key, stored in snapshot.values.items():
             if stored.blob:
                 blob_keys.append(key)
-            elif stored.value is not None:
+            elif stored.value is not None and key not in skip:
                 texts[key] = stored.value
         if blob_keys:
 
@@ -97,10 +101,12 @@ class Snapshots:
         if plan is not None:
             shared = shared_keys(spec, snapshot, plan)
             shared += await self.shared_instances(spec, snapshot, plan)
-        for (name, instance), text in (await self.texts(snapshot, shared)).items():
+        handed = _handed_on(spec, snapshot)
+        for (name, instance), text in (await self.texts(snapshot, shared, handed)).items():
             state = spec.states.get(name)
             if state is not None:
                 values[(name, instance)] = _codec.decode(state.value_type, text)
+        values.update(handed)
         return values
 
     async def context(
@@ -140,6 +146,20 @@ class Snapshots:
             consumed=_consumed(spec, waited.get("channels", {})),
             subflows=_subflow_results(waited.get("subflows", {})),
         )
+
+
+def _handed_on(spec: FlowSpec, snapshot: Snapshot) -> dict[tuple[str, str], Any]:
+    """Return the values an earlier invocation handed on with its writes (see
+    ``engine._sharing``), each this reader's own copy: they need no decoding."""
+    found: dict[tuple[str, str], Any] = {}
+    for key, stored in snapshot.values.items():
+        if stored.decoded is NOT_DECODED or stored.blob:
+            continue
+        state = spec.states.get(key[0])
+        share = None if state is None else sharing(state.value_type)
+        if share is not None:
+            found[key] = share(stored.decoded)
+    return found
 
 
 def shared_keys(spec: FlowSpec, snapshot: Snapshot, plan: LoadPlan) -> list[tuple[str, str]]:

@@ -116,12 +116,21 @@ class RunInfo:
         return self.status == RunStatus.RUNNING
 
 
+#: ``decoded`` of a value nobody decoded.
+NOT_DECODED: Any = object()
+
+
 @dataclass(frozen=True)
 class StoredValue:
-    """A stored Attribute value: JSON text, or a reference to a hard-delete blob."""
+    """A stored Attribute value: JSON text, or a reference to a hard-delete blob.
+
+    ``decoded`` is the value the text encodes, when the invocation that wrote it handed it on
+    (see ``engine._sharing``); storage never sets it.
+    """
 
     value: str | None
     blob: bool
+    decoded: Any = field(default=NOT_DECODED, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -180,6 +189,9 @@ class AttributeWrite:
     value: str | None
     blob: bool = False
     index: IndexWrite | None = None
+    #: The value ``value`` encodes, when its type lets later invocations share it (see
+    #: ``engine._sharing``); only handed-off snapshots use it.
+    decoded: Any = field(default=NOT_DECODED, compare=False, repr=False)
 
     @property
     def key(self) -> str:

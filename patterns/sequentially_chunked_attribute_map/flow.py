@@ -37,7 +37,9 @@ class PageNotFoundError(NotFoundError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    # Frozen: a record or state is never changed in place, only replaced, so the engine may
+    # hand the values one registration set straight to the next (engine/_sharing.py).
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
 
 
 class SubscriberRecord(_Model):

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 import engine
 from engine._storage.records import CommitResult
@@ -220,3 +221,84 @@ async def test_an_rpc_without_locks_reads_committed_state_only(
             gate.set()
             assert await bumped == [1, None]
         assert await eng.invoke_rpc("peek", "t", None) == 1
+
+
+class Entry(BaseModel):
+    """A frozen record: lists of it are handed from one holder to the next undecoded."""
+
+    model_config = ConfigDict(frozen=True)
+    n: int
+
+
+class Loose(BaseModel):
+    """A record that can change in place: never handed on, each reader decodes its own."""
+
+    n: int
+
+
+class Journal(engine.Flow[None]):
+    """``write`` appends and sets; ``scribble`` changes what it loaded without setting it."""
+
+    entries: engine.Attribute[list[Entry]] = engine.Attribute("entries", list[Entry])
+    loose: engine.Attribute[Loose] = engine.Attribute("loose", Loose)
+    marks: engine.Attribute[int] = engine.Attribute("marks", int)
+
+    def get_steps(self) -> engine.StepList[None]:
+        return engine.StepList.empty()
+
+    @engine.rpc(lock_attributes=(entries.lock(), loose.lock(), marks.lock()))
+    async def write(self, context: engine.Context, input: int) -> list[int]:
+        entries = self.entries.get(context) or []
+        entries.append(Entry(n=input))
+        self.entries.set(context, entries)
+        self.loose.set(context, Loose(n=input))
+        return [e.n for e in entries]
+
+    @engine.rpc(lock_attributes=(entries.lock(), loose.lock(), marks.lock()))
+    async def scribble(self, context: engine.Context) -> list[int]:
+        entries = self.entries.get(context) or []
+        seen = [e.n for e in entries]
+        entries.append(Entry(n=-1))  # changes this holder's copy only
+        entries.clear()
+        loose = self.loose.get(context)
+        if loose is not None:
+            loose.n = -1  # a mutable model: this holder's own decoded copy
+        self.marks.set(context, len(seen))
+        return seen
+
+    @engine.rpc(lock_attributes=(entries.lock(), loose.lock(), marks.lock()))
+    async def read(self, context: engine.Context) -> list[int | None]:
+        loose = self.loose.get(context)
+        return [*(e.n for e in self.entries.get(context) or []), loose and loose.n]
+
+
+async def test_values_handed_on_undecoded_are_each_holders_own(
+    full_sync: engine.EngineConfig,
+) -> None:
+    """A list of frozen records a holder set reaches the next holders without being decoded
+    again; a holder that changes its copy in place (and does not set it) changes nobody
+    else's, and neither does one that changes a mutable model it loaded."""
+    from engine._sharing import sharing
+
+    assert sharing(list[Entry]) is list and sharing(Loose) is None
+    async with running_engine([Journal()], full_sync) as eng:
+        await eng.start_flow(Journal, "j")
+        async with writer_held(eng) as gate:
+            first = asyncio.ensure_future(eng.invoke_rpc("write", "j", 1))
+            await _queued(eng, "j", 1)
+            second = asyncio.ensure_future(eng.invoke_rpc("write", "j", 2))
+            await _queued(eng, "j", 2)
+            scribbled = asyncio.ensure_future(eng.invoke_rpc("scribble", "j", None))
+            await _queued(eng, "j", 3)
+            read = asyncio.ensure_future(eng.invoke_rpc("read", "j", None))
+            # The handed-off entries are the object the second holder set, not decoded text.
+            pending = eng._services.committer.handoffs.pending("j")
+            handed = [w for w in pending[1].writes if w.name == "entries"][0]
+            assert [e.n for e in handed.decoded] == [1, 2]
+            gate.set()
+            assert await first == [1]
+            assert await second == [1, 2]
+            assert await scribbled == [1, 2]
+            assert await read == [1, 2, 2]
+        # What committed is what was set, and reads back the same.
+        assert await eng.invoke_rpc("read", "j", None) == [1, 2, 2]
