@@ -136,11 +136,9 @@ class HandlerThreads:
         thread.start()
 
     def _work(self) -> None:
-        while True:
-            call = self._queue.get()
-            if call is None:
-                return
+        while (call := self._queue.get()) is not None:
             if self._closed:
                 call._deliver(None, asyncio.CancelledError())
-                continue
-            call._run()
+            else:
+                call._run()
+            del call  # its handler's arguments would live on here until the next call

@@ -263,19 +263,22 @@ class _ReaderThreads:
             thread.join()
 
     def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            read, future = item
-            if future.done():  # its caller gave up (canceled) before the read began
-                continue
-            try:
-                outcome = (True, read())
-            except BaseException as exc:  # the caller gets the read's error
-                outcome = (False, exc)
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                future.get_loop().call_soon_threadsafe(resolve, future, *outcome)
+        while (item := self._queue.get()) is not _STOP:
+            self._serve(*item)
+            # Not ``item`` alone: the last read's rows would live on in this frame until the
+            # next read (recovery's read of every open run, say).
+            del item
+
+    @staticmethod
+    def _serve(read: Callable[[], Any], future: asyncio.Future[Any]) -> None:
+        if future.done():  # its caller gave up (canceled) before the read began
+            return
+        try:
+            outcome = (True, read())
+        except BaseException as exc:  # the caller gets the read's error
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            future.get_loop().call_soon_threadsafe(resolve, future, *outcome)
 
 
 def open_database(settings: DatabaseSettings, claimant: str = "") -> Any:

@@ -231,21 +231,21 @@ class SQLiteWriter:
     # -- on the writer's thread ----------------------------------------------------------------
 
     def _run_jobs(self) -> None:
+        while (job := self._jobs.get()) is not _STOP:
+            self._do(*job)
+            del job  # its units and results would live on here until the next job
+
+    def _do(self, work: Callable[..., list[Outcome]], batch: list[_Queued], *args: Any) -> None:
         loop = self._loop
         assert loop is not None
-        while True:
-            job = self._jobs.get()
-            if job is _STOP:
-                return
-            work, batch, *args = job
-            try:
-                outcomes = work(batch, *args)
-            except BaseException as exc:  # the transaction itself failed: every unit failed
-                with contextlib.suppress(Exception):
-                    self._sql("ROLLBACK")
-                outcomes = [(False, exc)] * len(batch)
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(self._finish, batch, outcomes)
+        try:
+            outcomes = work(batch, *args)
+        except BaseException as exc:  # the transaction itself failed: every unit failed
+            with contextlib.suppress(Exception):
+                self._sql("ROLLBACK")
+            outcomes = [(False, exc)] * len(batch)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._finish, batch, outcomes)
 
     def _commit(self, batch: list[_Queued], results: list[Any]) -> list[Outcome]:
         self._sql("COMMIT")
