@@ -13,6 +13,10 @@ lock in the same transaction, whoever applies the release afterwards; an RPC's w
 process's lease lasts. Dead rows are removed by the next change on the Flow.
 Another process learns that a Step of its own was granted through ``NOTIFY dexlite_locks``
 or, at the latest, the next poll.
+
+An RPC's locks take the fast path first: one statement, under the same advisory lock, takes
+keys no row is on, or drops the keys of a Flow no Step waits on. Otherwise it changes nothing
+and the full transaction runs, so either way the outcome is the full transaction's.
 """
 
 from __future__ import annotations
@@ -28,9 +32,9 @@ from sqlalchemy import Connection, and_, delete, func, insert, or_, select, text
 
 from engine._runtime.activity import Activity
 from engine._runtime.locks import RPC, STEP
-from engine._runtime.ports import Database
 from engine._runtime.shared.lease import ProcessLease, live_processes
 from engine._storage import tables as t
+from engine._storage.postgres import PostgresDatabase
 from engine._storage.records import Phase, StepState
 from engine.errors import RPCLockConflictError
 
@@ -52,7 +56,15 @@ class _Holder:
 
 
 def _lock_flow(conn: Connection, flow_id: str) -> None:
-    conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:f, 7))"), {"f": flow_id})
+    conn.execute(_LOCK_FLOW, {"f": flow_id})
+
+
+#: The Flow's transaction-scoped advisory lock, and the one-statement fast paths of an RPC's
+#: locks (the functions of migration 0005): each answers false, having changed nothing, when
+#: its common case does not hold (a row on a key to take; a Step waiting on the Flow).
+_LOCK_FLOW = text("SELECT dexlite_lock_flow(:f)")
+_TAKE_RPC_LOCKS = text("SELECT dexlite_take_rpc_locks(:f, :keys, :owner, :kind, :process)")
+_DROP_RPC_LOCKS = text("SELECT dexlite_drop_rpc_locks(:f, :owner)")
 
 
 def _holders(conn: Connection, flow_id: str, keys: list[str] | None) -> dict[str, _Holder]:
@@ -157,7 +169,7 @@ def _grant(conn: Connection, flow_id: str, me: str, mine: bool = True) -> list[s
 class SharedLockTable:
     """The LockTable of a shared database."""
 
-    def __init__(self, database: Database, lease: ProcessLease, activity: Activity) -> None:
+    def __init__(self, database: PostgresDatabase, lease: ProcessLease, activity: Activity) -> None:
         self._database = database
         self._lease = lease
         self._activity = activity
@@ -174,6 +186,16 @@ class SharedLockTable:
         if not wanted:
             return
         me = self._lease.process_id
+
+        def take(conn: Connection) -> bool:
+            found = conn.execute(
+                _TAKE_RPC_LOCKS,
+                {"f": flow_id, "keys": wanted, "owner": owner, "kind": RPC, "process": me},
+            )
+            return bool(found.scalar_one())
+
+        if await self._database.write_statement(take):
+            return  # no row was on the keys: they are this RPC's now
 
         def unit(conn: Connection) -> None:
             _lock_flow(conn, flow_id)
@@ -278,13 +300,23 @@ class SharedLockTable:
 
         mine = any(flow == flow_id for flow, _ in self._waiting)
 
+        def drop(conn: Connection) -> bool:
+            return bool(conn.execute(_DROP_RPC_LOCKS, {"f": flow_id, "owner": owner}).scalar_one())
+
         def unit(conn: Connection) -> list[str]:
             _lock_flow(conn, flow_id)
             conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner))
             return _grant(conn, flow_id, me, mine)
 
+        async def release() -> list[str]:
+            # Nobody to grant to (no Step waits on the Flow, none of this process's Steps
+            # holds a lock on it to report): one statement drops the keys.
+            if not mine and await self._database.write_statement(drop):
+                return []
+            return await self._database.write(unit)
+
         # Shielded: a canceled RPC must still free its keys.
-        write = asyncio.ensure_future(self._database.write(unit))
+        write = asyncio.ensure_future(release())
         self._granted(flow_id, await asyncio.shield(write))
 
     def regrant(self, flow_id: str | None = None) -> None:
