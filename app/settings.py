@@ -92,7 +92,7 @@ class Settings(BaseSettings):
         "FLOW_NOT_ACTIVE_OR_NOT_FOUND) and commits even when it changed nothing.",
     )
     database_pool_size: int = Field(
-        10, ge=1, description="PostgreSQL: connections each process keeps open."
+        20, ge=1, description="PostgreSQL: connections each process keeps open."
     )
     lease_seconds: float = Field(
         15.0,

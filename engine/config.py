@@ -31,7 +31,9 @@ class EngineConfig:
     #: changed nothing (as the seed's server option).
     transactional_rpcs: bool = False
     #: PostgreSQL: connections each process keeps open (as many again may open under load).
-    database_pool_size: int = 10
+    #: Past it a connection is closed as it is returned and opened anew for the next unit,
+    #: a backend's fork and login each time: keep it above the units usually in flight.
+    database_pool_size: int = 20
     #: PostgreSQL: how long a process's claims and RPC locks outlive its last lease renewal.
     lease_seconds: float = 15.0
     #: PostgreSQL: how often a process looks for the work of processes that died.

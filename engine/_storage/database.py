@@ -48,7 +48,7 @@ class DatabaseSettings:
     max_batch: int = 128
     read_pool_size: int = 8
     #: PostgreSQL: connections kept open per process (as many again may open under load).
-    pool_size: int = 10
+    pool_size: int = 20
     #: SQLite: told how many units each group commit carried (called on the event loop).
     on_batch: Callable[[int], None] | None = None
     #: SQLite: given each committed unit's result, in commit order, before its caller hears.
@@ -298,7 +298,12 @@ def open_database(settings: DatabaseSettings, claimant: str = "") -> Any:
     if backend == "postgresql":
         from engine._storage.postgres import PostgresDatabase
 
-        return PostgresDatabase(settings.url, claimant=claimant, pool_size=settings.pool_size)
+        return PostgresDatabase(
+            settings.url,
+            claimant=claimant,
+            pool_size=settings.pool_size,
+            max_overflow=settings.pool_size,
+        )
     raise InvalidArgumentError(
         f"databaseUrl must be sqlite+aiosqlite:///... or postgresql+asyncpg://..., got {backend}",
         field="databaseUrl",

@@ -43,7 +43,7 @@ class PostgresDatabase:
     """The Database on PostgreSQL (``postgresql+asyncpg://...``)."""
 
     def __init__(
-        self, url: str, *, claimant: str, pool_size: int = 10, max_overflow: int = 10
+        self, url: str, *, claimant: str, pool_size: int = 20, max_overflow: int = 20
     ) -> None:
         self.url = make_url(url)
         if self.url.get_backend_name() != "postgresql":

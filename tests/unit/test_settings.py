@@ -16,7 +16,7 @@ def test_the_defaults_are_the_engines() -> None:
     assert config.default_rpc_timeout == default.default_rpc_timeout == timedelta(seconds=60)
     assert config.transactional_rpcs is default.transactional_rpcs is False
     assert (config.lease_seconds, config.poll_seconds) == (15.0, 1.0)
-    assert config.database_pool_size == 10
+    assert config.database_pool_size == 20
 
 
 def test_environment_variables_set_them(monkeypatch: pytest.MonkeyPatch) -> None:

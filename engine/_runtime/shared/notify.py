@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, text
 
 from engine._runtime.notifier import LocalNotifier
 from engine._storage.commits import Unit
@@ -32,6 +32,9 @@ COMMITS_CHANNEL = "dexlite_commits"
 #: PostgreSQL refuses a payload of 8000 bytes or more; past this a notice names only the runs.
 MAX_PAYLOAD = 7900
 ALL = "*"
+#: Built once: a new ``select(func.pg_notify(...))`` per commit cost its construction and its
+#: cache key on every RPC.
+_ANNOUNCE = text(f"SELECT pg_notify('{COMMITS_CHANNEL}', :payload)")
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ class SharedNotifier(LocalNotifier):
             result = unit(conn)
             payload = _notice(self._process_id, result.changes)
             if payload is not None:
-                conn.execute(select(func.pg_notify(COMMITS_CHANNEL, payload)))
+                conn.execute(_ANNOUNCE, {"payload": payload})
             return result
 
         return announced
