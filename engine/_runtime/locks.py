@@ -12,9 +12,12 @@ theirs before anything else runs).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+from sqlalchemy import Connection
+
+from engine._storage.records import CommitResult
 from engine.errors import RPCLockConflictError
 
 STEP = "a Step"
@@ -108,6 +111,20 @@ class MemoryLockTable:
     async def release_now(self, flow_id: str, owner: str) -> None:
         """Release an RPC invocation's keys (at once: they live in memory)."""
         self.release(flow_id, owner)
+
+    async def commit_releasing(
+        self,
+        flow_id: str,
+        owner: str,
+        unit: Callable[[Connection], CommitResult],
+        commit: Callable[[Callable[[Connection], CommitResult]], Awaitable[CommitResult]],
+    ) -> CommitResult:
+        """Commit ``unit`` through ``commit``, then release ``owner``'s keys, whatever the
+        commit's outcome (in memory there is nothing to fold into its transaction)."""
+        try:
+            return await commit(unit)
+        finally:
+            self.release(flow_id, owner)
 
     def _grant(self, flow_id: str, locks: _FlowLocks) -> None:
         blocked: set[str] = set()

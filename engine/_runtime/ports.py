@@ -126,6 +126,17 @@ class LockTable(Protocol):
     async def release_now(self, flow_id: str, owner: str) -> None:
         """Release an RPC invocation's keys, done before the RPC answers its caller."""
 
+    async def commit_releasing(
+        self,
+        flow_id: str,
+        owner: str,
+        unit: Callable[[Connection], CommitResult],
+        commit: Callable[[Callable[[Connection], CommitResult]], Awaitable[CommitResult]],
+    ) -> CommitResult:
+        """Commit an RPC invocation's ``unit`` through ``commit`` and release its keys no
+        later than the commit: in the unit's transaction where the keys are rows of the
+        database, right after it otherwise. The keys are released however the commit ends."""
+
 
 class StepQueue(Protocol):
     """Pending Step executions waiting for an attempt, handed out once due."""

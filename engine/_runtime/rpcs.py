@@ -211,7 +211,8 @@ class RPCExecutor:
             raise
         owner = new_owner_token()
         await self._locks.acquire_for_rpc(flow_id, plan.lock_keys, owner)
-        held = True
+        held = bool(plan.lock_keys)  # whether keys remain to release when this ends
+        told = False  # whether the caller heard that the keys are released
         try:
             # Taken before the read: a unit that ends meanwhile is in what the read sees.
             # Only an RPC that commits after the earlier holders (a transactional one) reads
@@ -263,14 +264,25 @@ class RPCExecutor:
                     )
                     held = False  # early lock release: the next holder reads the hand-off
                     await self._locks.release_now(flow_id, owner)
+                    told = True
                     _locks_released()
                     await committed
+                elif held:
+                    held = False  # released with the commit, or on its own should it fail
+                    try:
+                        await self._locks.commit_releasing(
+                            flow_id, owner, unit, lambda u: self._committer.commit(u, after)
+                        )
+                    finally:
+                        told = True
+                        _locks_released()
                 else:
                     await self._committer.commit(unit, after)
             return staged.output
         finally:
             if held:
                 await self._locks.release_now(flow_id, owner)
+            if not told:
                 _locks_released()
 
     @staticmethod

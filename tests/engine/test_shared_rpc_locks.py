@@ -21,6 +21,7 @@ from engine import (
     Context,
     EngineConfig,
     Flow,
+    FlowNotActiveOrNotFoundError,
     RPCLockConflictError,
     RPCResult,
     Step,
@@ -187,3 +188,21 @@ async def test_an_rpc_dropping_its_keys_grants_them_to_another_processs_waiting_
         assert (await first.get_attributes("f", ["k"])).values["k"] == 11
         assert await _lock_rows(url) == []
         assert await _sql(url, "SELECT owner FROM lock_waiters") == []
+
+
+async def test_an_rpc_whose_commit_fails_still_drops_its_keys(
+    engine_config: EngineConfig,
+) -> None:
+    url = engine_config.database_url
+    async with running_engine([LockFlow()], engine_config) as eng:
+        await eng.start_flow(LockFlow, "f")
+        held = asyncio.create_task(eng.invoke_rpc("hold", "f"))
+        await asyncio.wait_for(Gate.entered.wait(), 10)
+        await eng.stop_flow("f")  # the run closes under the RPC: its commit must fail
+        Gate.release.set()
+        with pytest.raises(FlowNotActiveOrNotFoundError):
+            await held
+        # The release made with the commit was rolled back with it, and made on its own.
+        assert await _lock_rows(url) == []
+        await eng.start_flow(LockFlow, "f")  # a new run of the Flow ID takes k at once
+        assert await eng.invoke_rpc("bump", "f") == 1

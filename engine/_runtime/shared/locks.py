@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,7 @@ from engine._runtime.locks import RPC, STEP
 from engine._runtime.shared.lease import ProcessLease, live_processes
 from engine._storage import tables as t
 from engine._storage.postgres import PostgresDatabase
-from engine._storage.records import Phase, StepState
+from engine._storage.records import CommitResult, Phase, StepState
 from engine.errors import RPCLockConflictError
 
 log = logging.getLogger("dexlite.locks")
@@ -318,6 +318,38 @@ class SharedLockTable:
         # Shielded: a canceled RPC must still free its keys.
         write = asyncio.ensure_future(release())
         self._granted(flow_id, await asyncio.shield(write))
+
+    async def commit_releasing(
+        self,
+        flow_id: str,
+        owner: str,
+        unit: Callable[[Connection], CommitResult],
+        commit: Callable[[Callable[[Connection], CommitResult]], Awaitable[CommitResult]],
+    ) -> CommitResult:
+        """Commit ``unit`` through ``commit`` with the release of ``owner``'s keys in its
+        transaction, so the keys are free exactly when its writes are visible, with no
+        transaction (and no WAL flush) of their own; should the commit fail, its release is
+        rolled back with it and made on its own."""
+        me = self._lease.process_id
+        mine = any(flow == flow_id for flow, _ in self._waiting)
+        granted: list[str] = []
+
+        def releasing(conn: Connection) -> CommitResult:
+            result = unit(conn)
+            # As release_now: one statement when nobody is to be granted anything.
+            if mine or not conn.execute(_DROP_RPC_LOCKS, {"f": flow_id, "owner": owner}).scalar():
+                _lock_flow(conn, flow_id)
+                conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner))
+                granted[:] = _grant(conn, flow_id, me, mine)  # a replay starts it afresh
+            return result
+
+        try:
+            result = await commit(releasing)
+        except BaseException:
+            await self.release_now(flow_id, owner)
+            raise
+        self._granted(flow_id, granted)
+        return result
 
     def regrant(self, flow_id: str | None = None) -> None:
         """Grant again on ``flow_id`` (a NOTIFY named it), or on every Flow this process has
