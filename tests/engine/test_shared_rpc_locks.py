@@ -65,7 +65,7 @@ class LockFlow(Flow[None]):
     async def hold(self, context: Context) -> RPCResult[None]:
         Gate.entered.set()
         await Gate.release.wait()
-        self.k.set(context, (self.k.get(context) or 0) + 1)
+        self.k.set(context, (self.k.get(context) or 0) + 100)
         return RPCResult(None)
 
     @rpc(lock_attributes=(k.lock(),))
@@ -130,7 +130,7 @@ async def test_an_rpc_holds_one_row_per_key_while_it_runs_and_none_after(
         Gate.release.set()
         assert await held is None
         assert await _lock_rows(url) == []
-        assert await eng.invoke_rpc("bump", "f") == 2
+        assert await eng.invoke_rpc("bump", "f") == 101
         assert await _lock_rows(url) == []
 
 
@@ -185,7 +185,7 @@ async def test_an_rpc_dropping_its_keys_grants_them_to_another_processs_waiting_
         await held
         result = await second.wait_for_flow("f", wait_seconds=30)
         assert result.status == "COMPLETED"
-        assert (await first.get_attributes("f", ["k"])).values["k"] == 11
+        assert (await first.get_attributes("f", ["k"])).values["k"] == 110
         assert await _lock_rows(url) == []
         assert await _sql(url, "SELECT owner FROM lock_waiters") == []
 
@@ -206,3 +206,38 @@ async def test_an_rpc_whose_commit_fails_still_drops_its_keys(
         assert await _lock_rows(url) == []
         await eng.start_flow(LockFlow, "f")  # a new run of the Flow ID takes k at once
         assert await eng.invoke_rpc("bump", "f") == 1
+
+
+async def test_an_rpc_whose_key_was_taken_over_after_its_lease_lapsed_commits_nothing(
+    engine_config: EngineConfig,
+) -> None:
+    url = engine_config.database_url
+    async with (
+        running_engine([LockFlow()], engine_config) as first,
+        running_engine([LockFlow()], engine_config) as second,
+    ):
+        await first.start_flow(LockFlow, "f")
+        held = asyncio.create_task(first.invoke_rpc("hold", "f"))
+        await asyncio.wait_for(Gate.entered.wait(), 10)
+        ((_, _, _, holder),) = await _lock_rows(url)
+
+        async def taken_over() -> bool:
+            # The first engine renews its lease: end it until the other has taken k.
+            await _sql(
+                url, "UPDATE processes SET lease_expires_at = 0 WHERE process_id = :p", p=holder
+            )
+            try:
+                return bool(await second.invoke_rpc("bump", "f") == 1)
+            except RPCLockConflictError:
+                return False
+
+        await eventually(taken_over, what="the other engine to take k over")
+        Gate.release.set()
+        with pytest.raises(RPCLockConflictError) as caught:
+            await held
+        assert caught.value.key == KEY
+        values = await second.get_attributes("f", ["k"])
+        history = (await second.get_flow_history("f")).events
+    # The holder whose lease lapsed committed nothing: only the taker's increment is there.
+    assert values.values == {"k": 1}
+    assert [e.details["rpc"] for e in history if e.event_type == "RPC_COMMITTED"] == ["bump"]

@@ -166,6 +166,22 @@ def _grant(conn: Connection, flow_id: str, me: str, mine: bool = True) -> list[s
     return [*granted, *held]
 
 
+def _lost(conn: Connection, flow_id: str, keys: tuple[str, ...]) -> None:
+    """Raise RPCLockConflictError for an RPC's commit that found fewer of its rows than it
+    took ``keys``, naming a key someone else holds now when there is one (its own rows are
+    dropped by then, so every row left on ``keys`` is another holder's)."""
+    holders = _holders(conn, flow_id, list(keys))
+    key = next((k for k in keys if k in holders), keys[0])
+    holder = holders[key].kind if key in holders else "nobody: this RPC's hold on it was lost"
+    raise RPCLockConflictError(key, holder, flow_id=flow_id, operation="invokeRpc")
+
+
+def _drop_rpc_locks(conn: Connection, flow_id: str, owner: str) -> int:
+    """Drop ``owner``'s keys unless a Step waits on the Flow: the number of rows dropped, or
+    -1 (nothing done: the full transaction must grant the waiters)."""
+    return int(conn.execute(_DROP_RPC_LOCKS, {"f": flow_id, "owner": owner}).scalar_one())
+
+
 class SharedLockTable:
     """The LockTable of a shared database."""
 
@@ -179,6 +195,8 @@ class SharedLockTable:
         self._order: dict[str, tuple[asyncio.Lock, int]] = {}
         # (Flow ID, owner) of this process's Steps that asked for locks or kept them.
         self._holding: set[tuple[str, str]] = set()  # and how many tasks use it
+        # The keys each RPC invocation of this process holds, by owner token.
+        self._rpc_keys: dict[str, tuple[str, ...]] = {}
 
     async def acquire_for_rpc(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
         """Take every key at once or raise RPCLockConflictError naming the first held key."""
@@ -195,6 +213,7 @@ class SharedLockTable:
             return bool(found.scalar_one())
 
         if await self._database.write_statement(take):
+            self._rpc_keys[owner] = tuple(wanted)
             return  # no row was on the keys: they are this RPC's now
 
         def unit(conn: Connection) -> None:
@@ -223,6 +242,7 @@ class SharedLockTable:
             )
 
         await self._database.write(unit)
+        self._rpc_keys[owner] = tuple(wanted)
 
     def acquire_for_step(
         self, flow_id: str, keys: Iterable[str], owner: str, phase: str = ""
@@ -299,9 +319,10 @@ class SharedLockTable:
         me = self._lease.process_id
 
         mine = any(flow == flow_id for flow, _ in self._waiting)
+        self._rpc_keys.pop(owner, None)
 
-        def drop(conn: Connection) -> bool:
-            return bool(conn.execute(_DROP_RPC_LOCKS, {"f": flow_id, "owner": owner}).scalar_one())
+        def drop(conn: Connection) -> int:
+            return _drop_rpc_locks(conn, flow_id, owner)
 
         def unit(conn: Connection) -> list[str]:
             _lock_flow(conn, flow_id)
@@ -311,7 +332,7 @@ class SharedLockTable:
         async def release() -> list[str]:
             # Nobody to grant to (no Step waits on the Flow, none of this process's Steps
             # holds a lock on it to report): one statement drops the keys.
-            if not mine and await self._database.write_statement(drop):
+            if not mine and await self._database.write_statement(drop) >= 0:
                 return []
             return await self._database.write(unit)
 
@@ -329,18 +350,31 @@ class SharedLockTable:
         """Commit ``unit`` through ``commit`` with the release of ``owner``'s keys in its
         transaction, so the keys are free exactly when its writes are visible, with no
         transaction (and no WAL flush) of their own; should the commit fail, its release is
-        rolled back with it and made on its own."""
+        rolled back with it and made on its own.
+
+        The commit also fences: it fails with RPCLockConflictError, committing nothing,
+        unless it dropped a row for every key taken. A row is gone when another process took
+        the key after this one's lease lapsed, or when the server lost the row (it was taken
+        without a WAL flush of its own) in a crash.
+        """
         me = self._lease.process_id
         mine = any(flow == flow_id for flow, _ in self._waiting)
+        taken = self._rpc_keys.pop(owner, ())
         granted: list[str] = []
 
         def releasing(conn: Connection) -> CommitResult:
             result = unit(conn)
             # As release_now: one statement when nobody is to be granted anything.
-            if mine or not conn.execute(_DROP_RPC_LOCKS, {"f": flow_id, "owner": owner}).scalar():
+            dropped = -1 if mine else _drop_rpc_locks(conn, flow_id, owner)
+            if dropped < 0:
                 _lock_flow(conn, flow_id)
-                conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner))
+                deleted = conn.execute(
+                    delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner)
+                )
+                dropped = deleted.rowcount
                 granted[:] = _grant(conn, flow_id, me, mine)  # a replay starts it afresh
+            if dropped != len(taken):
+                _lost(conn, flow_id, taken)
             return result
 
         try:

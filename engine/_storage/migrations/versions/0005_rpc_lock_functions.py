@@ -8,9 +8,11 @@ An RPC on a shared database took its locks in a transaction of five round trips 
 Flow's advisory lock, the holders' read, the insert, COMMIT) and dropped them in another five.
 In the common case (no row on the keys to take; no Step waiting on the Flow when dropping)
 each is now one call of a function that does the same under the same advisory lock, as one
-statement and so one transaction of its own. A function answers false, having changed
-nothing, whenever the common case does not hold; the caller then runs the full transaction
-(engine/_runtime/shared/locks.py), which also judges holders alive or dead and grants waiters.
+statement and so one transaction of its own (dropping also runs inside an RPC's commit). A
+function answers false (taking) or -1 (dropping, else the number of rows dropped), having
+changed nothing, whenever the common case does not hold; the caller then runs the full
+transaction (engine/_runtime/shared/locks.py), which also judges holders alive or dead and
+grants waiters.
 
 ``dexlite_lock_flow`` is that advisory lock, for the Python side to take too, so that the
 lock's key is written down once. SQLite has no use for any of it.
@@ -44,21 +46,27 @@ _FUNCTIONS = (
         ) THEN
             RETURN false;
         END IF;
+        -- No WAL flush of its own: the RPC's commit drops these rows and fails unless it
+        -- dropped every one of them, so a row lost to a crash of the server fails the RPC.
+        PERFORM set_config('synchronous_commit', 'off', true);
         INSERT INTO attribute_locks (flow_id, lock_key, owner, kind, phase, process_id)
         SELECT flow, key, holder, holder_kind, '', process FROM unnest(keys) AS key;
         RETURN true;
     END $$
     """,
     """
-    CREATE OR REPLACE FUNCTION dexlite_drop_rpc_locks(flow text, holder text) RETURNS boolean
+    CREATE OR REPLACE FUNCTION dexlite_drop_rpc_locks(flow text, holder text) RETURNS integer
     LANGUAGE plpgsql AS $$
+    DECLARE
+        dropped integer;
     BEGIN
         PERFORM dexlite_lock_flow(flow);
         IF EXISTS (SELECT 1 FROM lock_waiters WHERE flow_id = flow COLLATE "C") THEN
-            RETURN false;
+            RETURN -1;
         END IF;
         DELETE FROM attribute_locks WHERE flow_id = flow COLLATE "C" AND owner = holder COLLATE "C";
-        RETURN true;
+        GET DIAGNOSTICS dropped = ROW_COUNT;
+        RETURN dropped;
     END $$
     """,
 )
