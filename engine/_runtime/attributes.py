@@ -121,21 +121,27 @@ class Attributes:
                     )
         owner = new_owner_token()
         if not erase:
-            # A client write must not slip under a Step's or an RPC's lock.
+            # A client write must not slip under a Step's or an RPC's lock: it holds the keys
+            # as an RPC does (before a hard-delete value reaches the blob store), and they are
+            # released with its commit.
             await self._locks.acquire_for_rpc(flow_id, [state_key(n, i) for n, i in parsed], owner)
         try:
             writes = await effects.encode_writes(self._blobs, spec, flow_id, parsed)
-            await self._committer.commit(
-                commits.set_attributes(
-                    flow_id=flow_id,
-                    run_id=run.run_id,
-                    effects=StagedEffects(writes=writes),
-                    now=to_micros(self._clock.now()),
-                    closed_erase=erase,
-                )
-            )
-        finally:
-            await self._locks.release_now(flow_id, owner)
+        except BaseException:
+            if not erase:
+                await self._locks.release_now(flow_id, owner)
+            raise
+        unit = commits.set_attributes(
+            flow_id=flow_id,
+            run_id=run.run_id,
+            effects=StagedEffects(writes=writes),
+            now=to_micros(self._clock.now()),
+            closed_erase=erase,
+        )
+        if erase:
+            await self._committer.commit(unit)
+        else:
+            await self._locks.commit_releasing(flow_id, owner, unit, self._committer.commit)
         return flow_id, run.run_id
 
 

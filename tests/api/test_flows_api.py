@@ -275,6 +275,10 @@ async def test_lock_conflict_is_409_with_retry_after(make_client: Any) -> None:
         body = assert_problem(conflict, 409, "RPC_LOCK_CONFLICT")
         assert body["detail"] == "RPC lock conflict: attribute key status is locked by a Step"
         assert conflict.headers["retry-after"] == "1"
+        # A client write does not slip under the Step's lock either.
+        write = await client.put("/api/v1/flows/l4/attributes", json={"values": {"status": "y"}})
+        body = assert_problem(write, 409, "RPC_LOCK_CONFLICT")
+        assert body["detail"] == "RPC lock conflict: attribute key status is locked by a Step"
         Hold.release.set()
 
 

@@ -127,11 +127,16 @@ async def test_an_rpc_holds_one_row_per_key_while_it_runs_and_none_after(
         assert [(key, kind, where) for key, _, kind, where in rows] == [(KEY, "an RPC", process)]
         with pytest.raises(RPCLockConflictError, match="an RPC"):
             await eng.invoke_rpc("bump", "f")
+        with pytest.raises(RPCLockConflictError, match="an RPC"):
+            await eng.set_attributes("f", {"k": 7})  # a client write takes the keys too
         Gate.release.set()
         assert await held is None
         assert await _lock_rows(url) == []
         assert await eng.invoke_rpc("bump", "f") == 101
         assert await _lock_rows(url) == []
+        await eng.set_attributes("f", {"k": 7})
+        assert await _lock_rows(url) == []
+        assert (await eng.get_attributes("f", ["k"])).values == {"k": 7}
 
 
 async def test_the_row_of_a_dead_processs_rpc_is_cleared_and_the_key_taken(
