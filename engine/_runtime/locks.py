@@ -15,8 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection
-
+from engine._storage.commits import Unit
 from engine._storage.records import CommitResult
 from engine.errors import RPCLockConflictError
 
@@ -116,8 +115,8 @@ class MemoryLockTable:
         self,
         flow_id: str,
         owner: str,
-        unit: Callable[[Connection], CommitResult],
-        commit: Callable[[Callable[[Connection], CommitResult]], Awaitable[CommitResult]],
+        unit: Unit,
+        commit: Callable[[Unit], Awaitable[CommitResult]],
     ) -> CommitResult:
         """Commit ``unit`` through ``commit``, then release ``owner``'s keys, whatever the
         commit's outcome (in memory there is nothing to fold into its transaction)."""

@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from engine._storage.commits import Unit
 from engine._storage.records import CommitResult, QueuedStep
 from engine._streams.records import StreamStore
 
@@ -130,8 +131,8 @@ class LockTable(Protocol):
         self,
         flow_id: str,
         owner: str,
-        unit: Callable[[Connection], CommitResult],
-        commit: Callable[[Callable[[Connection], CommitResult]], Awaitable[CommitResult]],
+        unit: Unit,
+        commit: Callable[[Unit], Awaitable[CommitResult]],
     ) -> CommitResult:
         """Commit an RPC invocation's ``unit`` through ``commit`` and release its keys no
         later than the commit: in the unit's transaction where the keys are rows of the

@@ -212,7 +212,7 @@ class RPCExecutor:
         owner = new_owner_token()
         await self._locks.acquire_for_rpc(flow_id, plan.lock_keys, owner)
         held = bool(plan.lock_keys)  # whether keys remain to release when this ends
-        told = False  # whether the caller heard that the keys are released
+        told = False  # whether the caller heard early that the keys are released
         try:
             # Taken before the read: a unit that ends meanwhile is in what the read sees.
             # Only an RPC that commits after the earlier holders (a transactional one) reads
@@ -269,13 +269,9 @@ class RPCExecutor:
                     await committed
                 elif held:
                     held = False  # released with the commit, or on its own should it fail
-                    try:
-                        await self._locks.commit_releasing(
-                            flow_id, owner, unit, lambda u: self._committer.commit(u, after)
-                        )
-                    finally:
-                        told = True
-                        _locks_released()
+                    await self._locks.commit_releasing(
+                        flow_id, owner, unit, lambda u: self._committer.commit(u, after)
+                    )
                 else:
                     await self._committer.commit(unit, after)
             return staged.output

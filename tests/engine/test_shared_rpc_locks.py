@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from engine import (
     Attribute,
     Context,
+    Engine,
     EngineConfig,
     Flow,
     FlowNotActiveOrNotFoundError,
@@ -109,6 +110,18 @@ async def _put_lock_row(url: str, owner: str, process_id: str) -> None:
     )
 
 
+async def _process_ids(url: str) -> list[str]:
+    return [row[0] for row in await _sql(url, "SELECT process_id FROM processes")]
+
+
+async def _holding(eng: Engine) -> asyncio.Task[Any]:
+    """Start Flow f and return its ``hold`` RPC once it runs, holding k until the gate opens."""
+    await eng.start_flow(LockFlow, "f")
+    held = asyncio.create_task(eng.invoke_rpc("hold", "f"))
+    await asyncio.wait_for(Gate.entered.wait(), 10)
+    return held
+
+
 @pytest.fixture(autouse=True)
 def fresh_gate() -> None:
     Gate.entered, Gate.release = asyncio.Event(), asyncio.Event()
@@ -119,10 +132,8 @@ async def test_an_rpc_holds_one_row_per_key_while_it_runs_and_none_after(
 ) -> None:
     url = engine_config.database_url
     async with running_engine([LockFlow()], engine_config) as eng:
-        await eng.start_flow(LockFlow, "f")
-        held = asyncio.create_task(eng.invoke_rpc("hold", "f"))
-        await asyncio.wait_for(Gate.entered.wait(), 10)
-        (process,) = [row[0] for row in await _sql(url, "SELECT process_id FROM processes")]
+        held = await _holding(eng)
+        (process,) = await _process_ids(url)
         rows = await _lock_rows(url)
         assert [(key, kind, where) for key, _, kind, where in rows] == [(KEY, "an RPC", process)]
         with pytest.raises(RPCLockConflictError, match="an RPC"):
@@ -156,7 +167,7 @@ async def test_the_row_of_a_live_processs_rpc_conflicts_and_stays(
     url = engine_config.database_url
     async with running_engine([LockFlow()], engine_config) as eng:
         await eng.start_flow(LockFlow, "f")
-        (process,) = [row[0] for row in await _sql(url, "SELECT process_id FROM processes")]
+        (process,) = await _process_ids(url)
         await _put_lock_row(url, "another-rpc", process)
         with pytest.raises(RPCLockConflictError, match="an RPC") as caught:
             await eng.invoke_rpc("bump", "f")
@@ -177,9 +188,7 @@ async def test_an_rpc_dropping_its_keys_grants_them_to_another_processs_waiting_
         running_engine([LockFlow()], config) as first,
         running_engine([LockFlow()], config) as second,
     ):
-        await first.start_flow(LockFlow, "f")
-        held = asyncio.create_task(first.invoke_rpc("hold", "f"))
-        await asyncio.wait_for(Gate.entered.wait(), 10)
+        held = await _holding(first)
         await second.invoke_rpc("queue_step", "f")
 
         async def step_waits() -> list[tuple[Any, ...]]:
@@ -200,9 +209,7 @@ async def test_an_rpc_whose_commit_fails_still_drops_its_keys(
 ) -> None:
     url = engine_config.database_url
     async with running_engine([LockFlow()], engine_config) as eng:
-        await eng.start_flow(LockFlow, "f")
-        held = asyncio.create_task(eng.invoke_rpc("hold", "f"))
-        await asyncio.wait_for(Gate.entered.wait(), 10)
+        held = await _holding(eng)
         await eng.stop_flow("f")  # the run closes under the RPC: its commit must fail
         Gate.release.set()
         with pytest.raises(FlowNotActiveOrNotFoundError):
@@ -221,9 +228,7 @@ async def test_an_rpc_whose_key_was_taken_over_after_its_lease_lapsed_commits_no
         running_engine([LockFlow()], engine_config) as first,
         running_engine([LockFlow()], engine_config) as second,
     ):
-        await first.start_flow(LockFlow, "f")
-        held = asyncio.create_task(first.invoke_rpc("hold", "f"))
-        await asyncio.wait_for(Gate.entered.wait(), 10)
+        held = await _holding(first)
         ((_, _, _, holder),) = await _lock_rows(url)
 
         async def taken_over() -> bool:

@@ -34,6 +34,7 @@ from engine._runtime.activity import Activity
 from engine._runtime.locks import RPC, STEP
 from engine._runtime.shared.lease import ProcessLease, live_processes
 from engine._storage import tables as t
+from engine._storage.commits import Unit
 from engine._storage.postgres import PostgresDatabase
 from engine._storage.records import CommitResult, Phase, StepState
 from engine.errors import RPCLockConflictError
@@ -174,6 +175,16 @@ def _lost(conn: Connection, flow_id: str, keys: tuple[str, ...]) -> None:
     key = next((k for k in keys if k in holders), keys[0])
     holder = holders[key].kind if key in holders else "nobody: this RPC's hold on it was lost"
     raise RPCLockConflictError(key, holder, flow_id=flow_id, operation="invokeRpc")
+
+
+def _release_all(
+    conn: Connection, flow_id: str, owner: str, me: str, mine: bool
+) -> tuple[int, list[str]]:
+    """Under the Flow's advisory lock, drop ``owner``'s rows and grant the waiting Steps;
+    return how many rows were dropped and the owners ``_grant`` reports."""
+    _lock_flow(conn, flow_id)
+    dropped = conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner))
+    return dropped.rowcount, _grant(conn, flow_id, me, mine)
 
 
 def _drop_rpc_locks(conn: Connection, flow_id: str, owner: str) -> int:
@@ -318,16 +329,14 @@ class SharedLockTable:
         """Release an RPC invocation's keys before the RPC answers its caller."""
         me = self._lease.process_id
 
-        mine = any(flow == flow_id for flow, _ in self._waiting)
+        mine = self._waits_on(flow_id)
         self._rpc_keys.pop(owner, None)
 
         def drop(conn: Connection) -> int:
             return _drop_rpc_locks(conn, flow_id, owner)
 
         def unit(conn: Connection) -> list[str]:
-            _lock_flow(conn, flow_id)
-            conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner))
-            return _grant(conn, flow_id, me, mine)
+            return _release_all(conn, flow_id, owner, me, mine)[1]
 
         async def release() -> list[str]:
             # Nobody to grant to (no Step waits on the Flow, none of this process's Steps
@@ -344,8 +353,8 @@ class SharedLockTable:
         self,
         flow_id: str,
         owner: str,
-        unit: Callable[[Connection], CommitResult],
-        commit: Callable[[Callable[[Connection], CommitResult]], Awaitable[CommitResult]],
+        unit: Unit,
+        commit: Callable[[Unit], Awaitable[CommitResult]],
     ) -> CommitResult:
         """Commit ``unit`` through ``commit`` with the release of ``owner``'s keys in its
         transaction, so the keys are free exactly when its writes are visible, with no
@@ -358,7 +367,7 @@ class SharedLockTable:
         without a WAL flush of its own) in a crash.
         """
         me = self._lease.process_id
-        mine = any(flow == flow_id for flow, _ in self._waiting)
+        mine = self._waits_on(flow_id)
         taken = self._rpc_keys.pop(owner, ())
         granted: list[str] = []
 
@@ -367,12 +376,7 @@ class SharedLockTable:
             # As release_now: one statement when nobody is to be granted anything.
             dropped = -1 if mine else _drop_rpc_locks(conn, flow_id, owner)
             if dropped < 0:
-                _lock_flow(conn, flow_id)
-                deleted = conn.execute(
-                    delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner)
-                )
-                dropped = deleted.rowcount
-                granted[:] = _grant(conn, flow_id, me, mine)  # a replay starts it afresh
+                dropped, granted[:] = _release_all(conn, flow_id, owner, me, mine)
             if dropped != len(taken):
                 _lost(conn, flow_id, taken)
             return result
@@ -430,6 +434,10 @@ class SharedLockTable:
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _waits_on(self, flow_id: str) -> bool:
+        """Whether a Step of this process waits for locks on ``flow_id``."""
+        return any(flow == flow_id for flow, _ in self._waiting)
 
     def _granted(self, flow_id: str, owners: list[str]) -> None:
         for owner in owners:
