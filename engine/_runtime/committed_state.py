@@ -65,12 +65,18 @@ class CommittedState:
         self._bytes = 0
         #: Commits applied so far: a read that saw it change may be older than the copy.
         self.commits = 0
+        #: The Flows of the batch whose COMMIT is on its way (None: any Flow). A read of the
+        #: database may already see that batch, so their copies may be older than a read.
+        self._committing: set[str] | None = set()
 
     def snapshot(self, flow_id: str, run_id: str | None, plan: LoadPlan) -> Snapshot | None:
         """Return what reading ``plan`` for the Flow's latest run (or ``run_id``) returns, or
         None when the copy does not know every key the plan reads."""
         copy = self._copies.get(flow_id)
         if copy is None or not cacheable(plan):
+            return None
+        committing = self._committing
+        if committing is None or flow_id in committing:
             return None
         if run_id is not None and run_id != copy.run.run_id:
             return None
@@ -118,6 +124,22 @@ class CommittedState:
         for key in read:
             self._set(copy, key, snapshot.values.get(key))
         self._trim()
+
+    def committing(self, results: list[Any] | None) -> None:
+        """Note the batch whose COMMIT begins: the results of its units, None if unknown."""
+        if results is None:
+            self._committing = None
+            return
+        self._committing = {
+            change.flow_id
+            for result in results
+            if isinstance(result, CommitResult)
+            for change in result.changes
+        }
+
+    def settled(self) -> None:
+        """The batch ended: every result it committed was applied (``committed``)."""
+        self._committing = set()
 
     def committed(self, result: Any) -> None:
         """Apply a committed unit's result (in commit order; results of other units are

@@ -155,6 +155,8 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             pool_size=config.database_pool_size,
             on_batch=config.telemetry.commit_batch,
             on_committed=committed.committed,
+            on_committing=committed.committing,
+            on_settled=committed.settled,
         ),
         claimant=process_id,
     )

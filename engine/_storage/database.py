@@ -53,6 +53,12 @@ class DatabaseSettings:
     on_batch: Callable[[int], None] | None = None
     #: SQLite: given each committed unit's result, in commit order, before its caller hears.
     on_committed: Callable[[Any], None] | None = None
+    #: SQLite: told, as a batch's COMMIT is handed to the writer's thread, the results of its
+    #: units (None when they ran on the thread: unknown); then ``on_settled`` once the batch
+    #: ended and its committed results went to ``on_committed``. Between the two, reads of the
+    #: database may already see what those units wrote.
+    on_committing: Callable[[list[Any] | None], None] | None = None
+    on_settled: Callable[[], None] | None = None
 
 
 class SQLiteDatabase:
@@ -84,6 +90,8 @@ class SQLiteDatabase:
             max_batch=settings.max_batch,
             on_batch=settings.on_batch,
             on_committed=settings.on_committed,
+            on_committing=settings.on_committing,
+            on_settled=settings.on_settled,
         )
 
         def open_writer() -> None:

@@ -71,6 +71,8 @@ class SQLiteWriter:
         max_batch: int,
         on_batch: Callable[[int], None] | None = None,
         on_committed: Callable[[Any], None] | None = None,
+        on_committing: Callable[[list[Any] | None], None] | None = None,
+        on_settled: Callable[[], None] | None = None,
     ) -> None:
         # AUTOCOMMIT hands transaction control to us, so we can say BEGIN IMMEDIATE. The
         # connection is used by the loop and the commit thread, never by both at once.
@@ -85,6 +87,8 @@ class SQLiteWriter:
         self._max_batch = max_batch
         self._on_batch = on_batch
         self._on_committed = on_committed
+        self._on_committing = on_committing or _ignore
+        self._on_settled = on_settled or _nothing
         self._conn: Connection | None = None
         self._sql: Callable[[str], Any] = _unopened
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -172,6 +176,7 @@ class SQLiteWriter:
         self._busy = True
         first = self._pending.popleft()
         if first.slow:
+            self._on_committing(None)
             self._jobs.put((self._apply_waiting, [first]))
             return
         batch = [first]
@@ -186,6 +191,7 @@ class SQLiteWriter:
                 self._finish(batch, [(False, exc)] * len(batch), then_flush=False)
                 return
             # Another process holds the lock: the thread waits for it.
+            self._on_committing(None)
             self._jobs.put((self._apply_waiting, batch))
             return
         results: list[Any] = []
@@ -195,8 +201,12 @@ class SQLiteWriter:
             except BaseException as exc:  # this unit fails; the others are replayed
                 with contextlib.suppress(Exception):
                     self._sql("ROLLBACK")
+                self._on_committing(None)
                 self._jobs.put((self._replay, batch, (n, exc)))
                 return
+        # From the COMMIT on, the loop's reads may see these units' writes before _finish
+        # hands their results on: whoever keeps copies of committed state must know.
+        self._on_committing(results)
         self._jobs.put((self._commit, batch, results))
 
     def _finish(
@@ -217,6 +227,7 @@ class SQLiteWriter:
             mark = getattr(queued.unit, "mark_failed", None)
             if mark is not None:
                 mark(value)  # here, before the next batch runs units that depend on it
+        self._on_settled()
         for queued, (ok, value) in zip(batch, outcomes, strict=True):
             resolve(queued.future, ok, value)
         self._busy = False
@@ -304,6 +315,14 @@ class SQLiteWriter:
                 if not is_busy(exc) or time.monotonic() >= deadline:
                     raise
             time.sleep(_BUSY_RETRY_SECONDS)
+
+
+def _ignore(_results: list[Any] | None) -> None:
+    pass
+
+
+def _nothing() -> None:
+    pass
 
 
 def _unopened(_sql: str) -> Any:

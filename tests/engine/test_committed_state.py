@@ -25,8 +25,17 @@ from engine import (
     dead_end,
     rpc,
 )
+from engine._runtime.committed_state import CommittedState
 from engine._storage import reads
-from engine._storage.records import LoadPlan
+from engine._storage.records import (
+    CommitResult,
+    LoadPlan,
+    RunChange,
+    RunInfo,
+    RunStatus,
+    Snapshot,
+    StoredValue,
+)
 from tests.conftest import running_engine
 from tests.support.backends import sqlite_only
 from tests.support.waiting import eventually
@@ -165,3 +174,44 @@ async def test_copies_stay_within_their_flow_and_byte_bounds(engine_config: Engi
         # Evicted Flows read from the database, and answer the same.
         found = await eng.get_attributes("f0", ["note"])
         assert found.values == {"note": "x" * 200}
+
+
+def _kept(committed: Any, flow_id: str) -> None:
+    run = RunInfo(
+        f"run-{flow_id}",
+        flow_id,
+        "LedgerFlow",
+        RunStatus.RUNNING,
+        "null",
+        None,
+        1,
+        None,
+        None,
+        None,
+        None,
+    )
+    snapshot = Snapshot(run, {("note", ""): StoredValue('"kept"', False)})
+    committed.remember(None, LoadPlan(names=("note",)), snapshot, committed.commits)
+
+
+def test_copies_of_flows_whose_commit_is_on_its_way_are_not_served() -> None:
+    """Between a batch's COMMIT and the writer handing its results on, a read of the database
+    may already see the batch: the copies of its Flows must not answer older than that read
+    (a waitForFlow that saw a run close, then a GetAttributes served from the copy)."""
+    committed = CommittedState(1 << 20)
+    _kept(committed, "a")
+    _kept(committed, "b")
+    plan = LoadPlan(names=("note",))
+    assert committed.snapshot("a", None, plan) is not None
+    change = RunChange("a", "LedgerFlow", "run-a")
+    committed.committing([CommitResult((change,)), "not a CommitResult"])
+    assert committed.snapshot("a", None, plan) is None
+    assert committed.snapshot("b", None, plan) is not None  # not in the batch
+    committed.committed(CommitResult((change,)))
+    committed.settled()
+    assert committed.snapshot("a", None, plan) is not None
+    # A batch whose units ran on the writer's thread: its Flows are unknown, none is served.
+    committed.committing(None)
+    assert committed.snapshot("b", None, plan) is None
+    committed.settled()
+    assert committed.snapshot("b", None, plan) is not None
