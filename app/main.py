@@ -46,6 +46,7 @@ def config_from_settings(settings: Settings) -> engine.EngineConfig:
         lease_seconds=settings.lease_seconds,
         poll_seconds=settings.poll_seconds,
         state_cache_bytes=settings.state_cache_bytes,
+        change_log=settings.change_log,
         streams=engine.StreamStoreConfig(
             backend=settings.stream_store_backend,
             redis_url=settings.stream_redis_url,

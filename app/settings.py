@@ -123,6 +123,12 @@ class Settings(BaseSettings):
         "(current with every commit), so that snapshots of what it knows need no read; 0 "
         "keeps none.",
     )
+    change_log: bool = Field(
+        True,
+        description="Keep each run's change log (its Attribute writes and Channel messages by "
+        "commit): what time travel and as-of reads restore. Flow types may opt out one by one "
+        "(keep_change_log = False); false keeps none for any run started from now on.",
+    )
     fast_path: bool = Field(
         True,
         description="Answer requests to routes with plain parameters and a JSON body without "

@@ -43,3 +43,6 @@ class EngineConfig:
     #: SQLite: bytes of running Flows' committed Attribute values kept in memory, so that
     #: snapshots of what it knows need no read (kept current by the one writer); 0 keeps none.
     state_cache_bytes: int = 32 * 1024 * 1024
+    #: Keep each run's change log (what time travel and as-of reads restore) for the Flow types
+    #: that do not opt out (``Flow.keep_change_log``); False keeps none, for any run started.
+    change_log: bool = True

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 from engine._rpc_definition import DEFAULT_RPC_TIMEOUT, RPC_MARKER, RPCDefinition
 from engine.attribute import AttributeLock, AttributeMap, AttributeMapLoad, _State
@@ -22,7 +22,12 @@ class Flow(Generic[I]):
     """A durable workflow type: declare state as class attributes, Steps in ``get_steps``.
 
     The Flow type name is the class name. Methods decorated with :func:`rpc` are its RPCs.
+    Set ``keep_change_log = False`` on a Flow class to keep no change log for its runs:
+    their writes then cost nothing more, but time travel and as-of reads refuse them.
     """
+
+    #: Runs keep the log of their changes that time travel and as-of reads restore from.
+    keep_change_log: ClassVar[bool] = True
 
     def get_steps(self) -> StepList[I]:
         """Return the Flow's Steps; an RPC-only Flow keeps the default empty list."""

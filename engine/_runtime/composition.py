@@ -191,7 +191,12 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     store = stream_store(config.streams, clock, config.database_url, activity.touch)
     streams = StreamService(registry, config.streams, clock, store, activity.touch)
     starter = Starter(
-        registry=registry, database=database, blobs=blobs, committer=committer, clock=clock
+        registry=registry,
+        database=database,
+        blobs=blobs,
+        committer=committer,
+        clock=clock,
+        change_log=config.change_log,
     )
     scheduler = Scheduler(
         registry=registry,

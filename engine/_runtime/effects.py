@@ -49,7 +49,9 @@ async def encode_writes(
         )
         if state.hard_delete_on_null:
             blob_ops.append((state_key(name, instance), text))
-            staged.append(AttributeWrite(name, instance, None, blob=text is not None))
+            staged.append(
+                AttributeWrite(name, instance, None, blob=text is not None, hard_delete=True)
+            )
             continue
         index = None
         if state.index is not None and state.index_key is not None:

@@ -470,6 +470,8 @@ def _closing(
         output=output,
         error_type=error_type,
         error_message=error_message,
+        # WAITING never decides: its wait completes into execute, or the run closes.
+        phase=Phase.WAIT_FOR if step.phase == Phase.WAIT_FOR else Phase.EXECUTE,
     )
 
 

@@ -42,7 +42,9 @@ class Starter:
         blobs: BlobStore,
         committer: Committer,
         clock: Clock,
+        change_log: bool = True,
     ) -> None:
+        self._change_log = change_log
         self._registry = registry
         self._database = database
         self._blobs = blobs
@@ -180,6 +182,7 @@ class Starter:
             # An unset initial value is simply not written (a hard-delete one was erased).
             writes=tuple(w for w in writes if w.value is not None or w.blob),
             start_step=start_step,
+            change_log=self._change_log and spec.flow.keep_change_log,
         )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from engine._storage import tables as t
+from engine._storage.journal import CONSUME, DELETE, PUBLISH, journal
 from engine._storage.prepared import Prepared
 from engine._storage.records import Phase, QueuedStep, StepState
 from engine._storage.rows import requeue_step
@@ -63,22 +64,36 @@ _STEP_PHASE = Prepared(select(_se.c.state, _se.c.phase).where(_se.c.id == bindpa
 
 
 def insert_messages(
-    conn: Connection, run_id: str, messages: Iterable[tuple[str, str, str, str]], now: int
+    conn: Connection,
+    run_id: str,
+    messages: Iterable[tuple[str, str, str, str]],
+    now: int,
+    *,
+    published_at: Iterable[int] | None = None,
 ) -> None:
-    """Append messages ``(channel, instance, message ID, JSON value)`` to their queues."""
-    rows = [
-        {
-            "message_id": message_id,
-            "run_id": run_id,
-            "channel": channel,
-            "instance": instance,
-            "value": value,
-            "published_at": now,
-        }
-        for channel, instance, message_id, value in messages
-    ]
-    if rows:
-        _INSERT_MESSAGES.many(conn, rows)
+    """Append messages ``(channel, instance, message ID, JSON value)`` to their queues, each
+    published ``now`` (or at its ``published_at``: a travel reapplying publications)."""
+    found = list(messages)
+    if not found:
+        return
+    times = list(published_at) if published_at is not None else [now] * len(found)
+    _INSERT_MESSAGES.many(
+        conn,
+        [
+            {
+                "message_id": message_id,
+                "run_id": run_id,
+                "channel": channel,
+                "instance": instance,
+                "value": value,
+                "published_at": at,
+            }
+            for (channel, instance, message_id, value), at in zip(found, times, strict=True)
+        ],
+    )
+    log = journal(conn)
+    for (channel, instance, message_id, value), at in zip(found, times, strict=True):
+        log.log(conn, run_id, PUBLISH, channel, instance, message_id=message_id, value=value, at=at)
 
 
 def pending_ids(conn: Connection, run_id: str, message_ids: Iterable[str]) -> set[str]:
@@ -94,7 +109,10 @@ def delete_message(
 ) -> bool:
     """Delete a pending message; return False when it was not pending."""
     params = {"r": run_id, "c": channel, "i": instance, "m": message_id}
-    return bool(_DELETE_MESSAGE.run(conn, params))
+    if not _DELETE_MESSAGE.run(conn, params):
+        return False
+    journal(conn).log(conn, run_id, DELETE, channel, instance, message_id=message_id)
+    return True
 
 
 def queue_sizes(conn: Connection, run_id: str, queues: Iterable[tuple[str, str]]) -> dict[Any, int]:
@@ -113,6 +131,9 @@ def take_messages(
     found = _OLDEST.rows(conn, params)
     if found:
         conn.execute(_DELETE_SEQS, {"seqs": [row.seq for row in found]})
+        log = journal(conn)
+        for row in found:
+            log.log(conn, run_id, CONSUME, channel, instance, message_id=row.message_id)
     return [(row.message_id, row.value) for row in found]
 
 

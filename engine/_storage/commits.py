@@ -17,6 +17,7 @@ from sqlalchemy import Connection, delete, select
 from engine._storage import channels, rows, starts
 from engine._storage import tables as t
 from engine._storage.effects import apply_effects, complete_if_met
+from engine._storage.journal import journaled
 from engine._storage.records import (
     ChannelDeletion,
     ChannelPublication,
@@ -67,7 +68,7 @@ def start_run(request: StartRequest, now: int) -> Unit:
         outcome, changes = starts.insert_run(conn, request, now)
         return CommitResult(tuple(changes), outcome)
 
-    return unit
+    return journaled(unit)
 
 
 # -- handlers' effects ------------------------------------------------------------------------
@@ -97,7 +98,7 @@ def commit_rpc(
         rows.add_history(conn, run_id, [(HistoryEventType.RPC_COMMITTED, event)], now)
         return CommitResult(tuple(changes))
 
-    return unit
+    return journaled(unit, external=True)
 
 
 def commit_step(
@@ -112,7 +113,7 @@ def commit_step(
         run = _current_attempt(conn, run_id, decision.step_id, attempt, fence)
         return CommitResult(tuple(apply_effects(conn, run, effects, now)))
 
-    return unit
+    return journaled(unit)
 
 
 def retry_step(
@@ -136,7 +137,7 @@ def retry_step(
             (RunChange(run.flow_id, run.flow_type, run.run_id, queued_steps=(step,)),)
         )
 
-    return unit
+    return journaled(unit)
 
 
 def stop_run(
@@ -168,7 +169,7 @@ def stop_run(
             )
         return CommitResult(tuple(apply_effects(conn, run, staged, now)), run.run_id)
 
-    return unit
+    return journaled(unit)
 
 
 def set_attributes(
@@ -190,7 +191,7 @@ def set_attributes(
         rows.add_history(conn, run_id, [(HistoryEventType.ATTRIBUTES_SET, event)], now)
         return CommitResult(tuple(changes))
 
-    return unit
+    return journaled(unit, external=True)
 
 
 # -- Channels ---------------------------------------------------------------------------------
@@ -216,7 +217,7 @@ def complete_wait(*, step: QueuedStep, now: int) -> Unit:
         change = RunChange(run.flow_id, run.flow_type, run.run_id, queued_steps=(execute,))
         return CommitResult((change,), True)
 
-    return unit
+    return journaled(unit)
 
 
 def publish_message(
@@ -233,7 +234,7 @@ def publish_message(
         changes = apply_effects(conn, run, StagedEffects(channel_publications=(publication,)), now)
         return CommitResult(tuple(changes), changes[0].message_ids[0])
 
-    return unit
+    return journaled(unit, external=True)
 
 
 def delete_message(*, flow_id: str, run_id: str, deletion: ChannelDeletion, now: int) -> Unit:
@@ -251,7 +252,7 @@ def delete_message(*, flow_id: str, run_id: str, deletion: ChannelDeletion, now:
         effects = StagedEffects(channel_deletions=(deletion,), strict_deletions=True)
         return CommitResult(tuple(apply_effects(conn, run, effects, now)))
 
-    return unit
+    return journaled(unit, external=True)
 
 
 # -- retention --------------------------------------------------------------------------------
@@ -283,6 +284,7 @@ def purge_closed_runs(*, before: int, limit: int) -> Unit:
             t.channel_messages,
             t.step_executions,
             t.history,
+            t.change_log,
             t.search_values,
             t.search_keywords,
             t.search_texts,

@@ -234,9 +234,11 @@ def _close_step(
     failed = decision.kind == OutcomeKind.FAILED
     rows.close_step(
         conn,
+        run.run_id,
         decision.step_id,
         StepState.FAILED if failed else StepState.COMPLETED,
         now,
+        phase=decision.phase,
         is_completion=decision.is_completion,
         output=decision.output,
         error_type=decision.error_type,

@@ -192,6 +192,9 @@ class AttributeWrite:
     #: The value ``value`` encodes, when its type lets later invocations share it (see
     #: ``engine._sharing``); only handed-off snapshots use it.
     decoded: Any = field(default=NOT_DECODED, compare=False, repr=False)
+    #: A hard-delete Attribute's write or erase (``blob`` says which): its value lives in the
+    #: blob store, one per Flow ID, and the change log never keeps it.
+    hard_delete: bool = False
 
     @property
     def key(self) -> str:
@@ -278,6 +281,8 @@ class StepClose:
     output: str | None = None
     error_type: str | None = None
     error_message: str | None = None
+    #: The phase whose method decided (a wait_for may fail for good before any execute).
+    phase: Phase = Phase.EXECUTE
 
     @property
     def is_completion(self) -> bool:
@@ -384,6 +389,8 @@ class StartRequest:
     timeout_at: int | None
     writes: tuple[AttributeWrite, ...]
     start_step: QueuedStep | None
+    #: The run keeps its change log (time travel): its Flow type did not opt out.
+    change_log: bool = True
 
 
 # -- commit results ---------------------------------------------------------------------------

@@ -15,10 +15,12 @@ from sqlalchemy import Connection, bindparam
 
 from engine._storage import tables as t
 from engine._storage.indexes import apply_index_writes
+from engine._storage.journal import JOURNAL, WRITE, journal
 from engine._storage.prepared import Prepared
 from engine._storage.records import (
     AttributeWrite,
     HistoryEventType,
+    Phase,
     QueuedStep,
     RunStatus,
     StartRequest,
@@ -35,7 +37,6 @@ from engine._storage.statements import (
     _DELETE_ATTRIBUTES,
     _DELETE_RUN,
     _FOR_UPDATE,
-    _INSERT_HISTORY,
     _INSERT_RUN,
     _INSERT_STEPS,
     _LOCKING,
@@ -82,6 +83,7 @@ def lock_run(conn: Connection, run_id: str) -> LockedRun | None:
     row = statement.first(conn, {"run_id": run_id})
     if row is None:
         return None
+    _known(conn, row)
     return LockedRun(row.run_id, row.flow_id, row.flow_type, _STATUS[row.status])
 
 
@@ -104,6 +106,7 @@ def lock_run_at_attempt(
         or row.fence != fence
     ):
         return None
+    _known(conn, row)
     return LockedRun(row.run_id, row.flow_id, row.flow_type, RunStatus.RUNNING)
 
 
@@ -113,7 +116,16 @@ def lock_latest_run(conn: Connection, flow_id: str) -> LatestRun | None:
     row = statement.first(conn, {"flow_id": flow_id})
     if row is None:
         return None
+    _known(conn, row)
     return LatestRun(row.run_id, row.flow_id, row.flow_type, _STATUS[row.status], row.request_id)
+
+
+def _known(conn: Connection, row: Any) -> None:
+    """Tell the unit's journal whether the run it locked keeps a change log: one that keeps
+    none takes no commit numbers (nothing would read them)."""
+    found = conn.info.get(JOURNAL)
+    if found is not None:
+        found.known(row.run_id, bool(row.change_log))
 
 
 def attempt_is_current(conn: Connection, step_id: str, attempt: int, fence: int = 0) -> bool:
@@ -128,8 +140,10 @@ def attempt_is_current(conn: Connection, step_id: str, attempt: int, fence: int 
     )
 
 
-def insert_run(conn: Connection, request: StartRequest, now: int) -> None:
-    """Insert the run row of a start."""
+def insert_run(conn: Connection, request: StartRequest, now: int, commit: int = 1) -> None:
+    """Insert the run row of a start: the start is its first commit (a traveled run's is the
+    travel's, after the commits it copied)."""
+    journal(conn).begin(request.run_id, commit, request.change_log)
     _INSERT_RUN.many(
         conn,
         [
@@ -145,6 +159,8 @@ def insert_run(conn: Connection, request: StartRequest, now: int) -> None:
                 "closed_at": None,
                 "error_type": None,
                 "error_message": None,
+                "commit_seq": commit,
+                "change_log": request.change_log,
             }
         ],
     )
@@ -214,6 +230,12 @@ def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite]
         _upsert_attributes(conn).many(conn, upserts)
     if deletes:
         _DELETE_ATTRIBUTES.many(conn, deletes)
+    if latest:
+        log = journal(conn)
+        for w in latest.values():
+            # Hard-delete values are one per Flow ID and never restored: not logged.
+            if not w.hard_delete:
+                log.log(conn, run_id, WRITE, w.name, w.instance, value=w.value)
     # Index rows commit in this same transaction, so search reads its own writes.
     apply_index_writes(conn, run_id, writes)
 
@@ -221,20 +243,9 @@ def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite]
 def add_history(
     conn: Connection, run_id: str, events: Iterable[tuple[str, dict[str, Any]]], now: int
 ) -> None:
-    """Append events to the run's history."""
-    if not events:
-        return
-    rows = [
-        {
-            "run_id": run_id,
-            "event_type": kind,
-            "at": now,
-            "details": json.dumps(details, separators=(",", ":"), default=str),
-        }
-        for kind, details in events
-    ]
-    if rows:
-        _INSERT_HISTORY.many(conn, rows)
+    """Append events to the run's history (written when the unit ends, under its commit)."""
+    if events:
+        journal(conn).history(conn, run_id, events, now)
 
 
 def written_keys(writes: Iterable[AttributeWrite]) -> list[str]:
@@ -257,6 +268,7 @@ def insert_steps(conn: Connection, steps: Iterable[QueuedStep], now: int) -> Non
     if not steps:
         return
     _number(conn, [s for s in steps if not s.id or s.numbered])
+    log = journal(conn)
     rows = [
         {
             "id": s.id,
@@ -269,6 +281,9 @@ def insert_steps(conn: Connection, steps: Iterable[QueuedStep], now: int) -> Non
             "due_at": s.due_at,
             "created_at": now,
             "is_completion": False,
+            "created_commit": (commit := log.commit(conn, s.run_id)),
+            # An execution without a wait_for is in its execute phase from the start.
+            "execute_commit": commit if s.phase == Phase.EXECUTE else None,
         }
         for s in steps
     ]
@@ -320,6 +335,9 @@ def requeue_step(conn: Connection, step: QueuedStep) -> None:
         "b_attempt": step.attempt,
         "b_due": step.due_at,
         "b_held": held,
+        "b_execute": (
+            journal(conn).commit(conn, step.run_id) if step.phase == Phase.EXECUTE else None
+        ),
     }
     claimant = conn.info.get(CLAIMANT)
     if claimant is None:
@@ -330,22 +348,26 @@ def requeue_step(conn: Connection, step: QueuedStep) -> None:
 
 def close_step(
     conn: Connection,
+    run_id: str,
     step_id: str,
     state: StepState,
     now: int,
     *,
+    phase: Phase,
     is_completion: bool,
     output: str | None,
     error_type: str | None,
     error_message: str | None,
 ) -> None:
-    """Close a Step execution with its outcome."""
+    """Close a Step execution with its outcome, decided in ``phase``."""
     _CLOSE_STEP.run(
         conn,
         {
             "b_id": step_id,
             "b_state": state,
             "b_now": now,
+            "b_phase": phase,
+            "b_commit": journal(conn).commit(conn, run_id),
             "b_completion": is_completion,
             "b_output": output,
             "b_error_type": error_type,
@@ -375,7 +397,8 @@ def cancel_steps(
     keep_ids = set(keep)
     ids = tuple(step_id for step_id in found if step_id not in keep_ids)
     if ids:
-        conn.execute(_CANCEL_STEPS, {"ids": list(ids), "b_now": now})
+        commit = journal(conn).commit(conn, run_id)
+        conn.execute(_CANCEL_STEPS, {"ids": list(ids), "b_now": now, "b_commit": commit})
     return ids
 
 
@@ -393,8 +416,12 @@ def close_run(
     *,
     error_type: str | None = None,
     error_message: str | None = None,
+    reason: str | None = None,
 ) -> tuple[str, ...]:
-    """Close an open run and cancel its active Steps; returns the canceled Step IDs."""
+    """Close an open run and cancel its active Steps; returns the canceled Step IDs.
+
+    ``reason`` says in the FLOW_CLOSED event why the engine itself closed it (a time travel).
+    """
     canceled = cancel_steps(conn, run_id, now)
     _CLOSE_RUN.run(
         conn,
@@ -412,7 +439,8 @@ def close_run(
         [
             (
                 HistoryEventType.FLOW_CLOSED,
-                {"status": status, "errorType": error_type, "errorMessage": error_message},
+                {"status": status, "errorType": error_type, "errorMessage": error_message}
+                | ({"reason": reason} if reason else {}),
             )
         ],
         now,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, delete, func, insert, select, update
+from sqlalchemy import BigInteger, Connection, bindparam, case, delete, func, insert, select, update
 
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
@@ -18,9 +18,9 @@ from engine._storage.records import RunStatus, StepState
 _se = t.step_executions
 
 
-_READ_RUN = select(t.runs.c.run_id, t.runs.c.flow_id, t.runs.c.flow_type, t.runs.c.status).where(
-    t.runs.c.run_id == bindparam("run_id")
-)
+_READ_RUN = select(
+    t.runs.c.run_id, t.runs.c.flow_id, t.runs.c.flow_type, t.runs.c.status, t.runs.c.change_log
+).where(t.runs.c.run_id == bindparam("run_id"))
 _READ_LATEST_RUN = (
     select(
         t.runs.c.run_id,
@@ -28,6 +28,7 @@ _READ_LATEST_RUN = (
         t.runs.c.flow_type,
         t.runs.c.status,
         t.runs.c.request_id,
+        t.runs.c.change_log,
     )
     .join(t.flows, t.flows.c.latest_run_id == t.runs.c.run_id)
     .where(t.flows.c.flow_id == bindparam("flow_id"))
@@ -50,6 +51,7 @@ _RUN_AND_ATTEMPT = Prepared(
         t.runs.c.flow_id,
         t.runs.c.flow_type,
         t.runs.c.status,
+        t.runs.c.change_log,
         _se.c.state,
         _se.c.attempt,
         _se.c.fence,
@@ -67,14 +69,15 @@ _DELETE_ATTRIBUTE = delete(t.attributes).where(
     t.attributes.c.name == bindparam("n"),
 )
 _DELETE_ATTRIBUTES = Prepared(_DELETE_ATTRIBUTE)
-_INSERT_HISTORY = Prepared(insert(t.history))
 _INSERT_STEPS = Prepared(insert(_se))
 _CLOSE_STEP = Prepared(
     update(_se)
     .where(_se.c.id == bindparam("b_id"))
     .values(
         state=bindparam("b_state"),
+        phase=bindparam("b_phase"),
         closed_at=bindparam("b_now"),
+        closed_commit=bindparam("b_commit"),
         due_at=None,
         is_completion=bindparam("b_completion"),
         output=bindparam("b_output"),
@@ -90,6 +93,11 @@ _REQUEUE = (
         attempt=bindparam("b_attempt"),
         due_at=bindparam("b_due"),
         held_locks=bindparam("b_held"),
+        # The commit that first queues its execute phase (a retry keeps the first one);
+        # ``b_execute`` is NULL when the execution is not in its execute phase.
+        execute_commit=func.coalesce(
+            _se.c.execute_commit, bindparam("b_execute", type_=BigInteger)
+        ),
     )
 )
 _REQUEUE_STEP = Prepared(_REQUEUE)
@@ -116,7 +124,12 @@ _ACTIVE_STEPS_OF_TYPES = _ACTIVE.where(_se.c.step_type.in_(bindparam("types", ex
 _CANCEL_STEPS = (
     update(_se)
     .where(_se.c.id.in_(bindparam("ids", expanding=True)))
-    .values(state=StepState.CANCELED, closed_at=bindparam("b_now"), due_at=None)
+    .values(
+        state=StepState.CANCELED,
+        closed_at=bindparam("b_now"),
+        closed_commit=bindparam("b_commit"),
+        due_at=None,
+    )
 )
 _CLOSE_RUN = Prepared(
     update(t.runs)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Float,
     Index,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlmodel import Field, SQLModel
@@ -65,6 +67,16 @@ class RunRow(SQLModel, table=True):
     timeout_at: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     error_type: str | None = None
     error_message: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    #: The number of the run's last commit: each commit that changes the run takes the next
+    #: one (``journal``); history events, Step transitions and the change log carry it.
+    commit_seq: int = Field(
+        default=0, sa_column=Column(BigInteger, nullable=False, server_default=text("0"))
+    )
+    #: The run keeps its change log (what time travel and as-of reads need); its Flow type
+    #: chose so when the run started. Runs made before the log existed have none.
+    change_log: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
 
 
 class AttributeRow(SQLModel, table=True):
@@ -123,6 +135,12 @@ class StepExecutionRow(SQLModel, table=True):
     fence: int = Field(
         default=0, sa_column=Column(BigInteger, nullable=False, server_default=text("0"))
     )
+    #: The run's commits (``runs.commit_seq``) that created the execution, moved it to its
+    #: execute phase, and closed it: which executions were pending, and in which phase,
+    #: right after any commit (time travel).
+    created_commit: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    execute_commit: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    closed_commit: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
 class StepCounterRow(SQLModel, table=True):
@@ -171,7 +189,12 @@ class ChannelMessageRow(SQLModel, table=True):
     """
 
     __tablename__ = "channel_messages"
-    __table_args__ = (Index("ix_channel_messages_queue", "run_id", "channel", "instance", "seq"),)
+    # A message ID is unique within its run: a traveled run (or a fork) keeps the IDs of the
+    # messages it restores, which the run it came from may still hold.
+    __table_args__ = (
+        Index("ix_channel_messages_queue", "run_id", "channel", "instance", "seq"),
+        UniqueConstraint("run_id", "message_id", name="uq_channel_messages_run_message"),
+    )
 
     # INTEGER PRIMARY KEY on SQLite (the rowid: always above every remaining row), BIGINT
     # identity elsewhere.
@@ -181,7 +204,7 @@ class ChannelMessageRow(SQLModel, table=True):
             BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
         ),
     )
-    message_id: str = Field(sa_column=Column(Text, nullable=False, unique=True))
+    message_id: str = Field(sa_column=Column(Text, nullable=False))
     run_id: str = Field(foreign_key="runs.run_id")
     channel: str
     instance: str = ""
@@ -205,6 +228,36 @@ class HistoryRow(SQLModel, table=True):
     event_type: str
     at: int = Field(sa_column=Column(BigInteger, nullable=False))
     details: str = Field(sa_column=Column(Text, nullable=False))
+    #: The run's commit that wrote the event (``runs.commit_seq``); None before the log existed.
+    commit_seq: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+
+
+class ChangeLogRow(SQLModel, table=True):
+    """One change a commit made to a run's state: what time travel restores and reapplies.
+
+    ``kind`` is W (an Attribute write; ``value`` None deletes), P (a Channel publication:
+    ``message_id``, ``value``, ``at`` its publication time), D (a pending message deleted) or C
+    (consumed by a Step's wait). ``external`` marks what came from outside the Flow: an RPC's
+    or a client's writes, publications and deletions, which a travel may apply again. Hard-delete
+    values are never logged (one value per Flow ID, never restored).
+    """
+
+    __tablename__ = "change_log"
+    # Written on every commit, read only by travels and as-of reads: one B-tree keyed by
+    # (run, commit, position) and nothing else (on SQLite without a rowid table beside it),
+    # so a write costs its row and no index entries.
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    run_id: str = Field(primary_key=True)
+    commit_seq: int = Field(sa_column=Column(BigInteger, primary_key=True))
+    pos: int = Field(primary_key=True)
+    kind: str
+    name: str
+    instance: str = ""
+    message_id: str | None = None
+    value: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    at: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    external: bool = False
 
 
 class SearchValueRow(SQLModel, table=True):
@@ -325,6 +378,7 @@ runs = RunRow.__table__  # type: ignore[attr-defined]
 attributes = AttributeRow.__table__  # type: ignore[attr-defined]
 step_executions = StepExecutionRow.__table__  # type: ignore[attr-defined]
 history = HistoryRow.__table__  # type: ignore[attr-defined]
+change_log = ChangeLogRow.__table__  # type: ignore[attr-defined]
 step_waits = StepWaitRow.__table__  # type: ignore[attr-defined]
 step_counters = StepCounterRow.__table__  # type: ignore[attr-defined]
 subflow_links = SubFlowLinkRow.__table__  # type: ignore[attr-defined]

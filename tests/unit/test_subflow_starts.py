@@ -18,6 +18,7 @@ from engine._ids import new_id
 from engine._storage import commits, starts
 from engine._storage import tables as t
 from engine._storage.database import DatabaseSettings, SQLiteDatabase
+from engine._storage.journal import journaled
 from engine._storage.records import (
     Phase,
     QueuedStep,
@@ -72,7 +73,7 @@ async def start_child(
         run_id, action, _ = starts.start_subflow(conn, parent, step, start, 1)
         return run_id, action
 
-    return await db.write(unit)
+    return await db.write(journaled(unit))
 
 
 async def child_runs(db: SQLiteDatabase) -> list[tuple[str, str]]:

@@ -1,0 +1,172 @@
+"""Commit numbers, history and the change log of one commit unit.
+
+Every unit that changes a run gives that change the run's next commit number
+(``runs.commit_seq``, taken on first need with the run already locked by the unit). History
+events, Step executions' transitions and the change log's rows carry it, so the state of a run
+right after any of its commits can be read back: the Attribute values, pending Channel
+messages and pending Step executions of that moment (time travel, as-of reads).
+
+The unit's history events and change-log rows are kept here and written when the unit ends,
+each table in one statement. :func:`journaled` gives a unit its journal; a row-level helper
+reaches it through the connection (:func:`journal`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, bindparam, insert, update
+
+from engine._storage import tables as t
+from engine._storage.prepared import Prepared
+
+T = TypeVar("T")
+
+#: ``conn.info`` key of the running unit's journal.
+JOURNAL = "dexlite.journal"
+
+#: Change-log kinds: an Attribute write, a Channel publication, a deletion, a consumption.
+WRITE, PUBLISH, DELETE, CONSUME = "W", "P", "D", "C"
+
+_NEXT_COMMIT = Prepared(
+    update(t.runs)
+    .where(t.runs.c.run_id == bindparam("b_run_id"))
+    .values(commit_seq=t.runs.c.commit_seq + 1)
+    .returning(t.runs.c.commit_seq, t.runs.c.change_log)
+)
+_INSERT_HISTORY = Prepared(insert(t.history))
+_INSERT_LOG = Prepared(insert(t.change_log))
+
+
+class Journal:
+    """The commit numbers one unit took, and the history and log rows it will write."""
+
+    __slots__ = ("_history", "_log", "_runs", "external")
+
+    def __init__(self, *, external: bool = False) -> None:
+        #: The unit applies what came from outside the Flow (an RPC, a client's call): its
+        #: writes, publications and deletions are logged as external (a travel reapplies them).
+        self.external = external
+        self._runs: dict[str, list[Any]] = {}  # run ID -> [commit number, logged, next pos]
+        self._history: list[dict[str, Any]] = []
+        self._log: list[dict[str, Any]] = []
+
+    def known(self, run_id: str, logged: bool) -> None:
+        """Note whether a run the unit locked keeps a change log (before it takes a number)."""
+        if run_id not in self._runs:
+            self._runs[run_id] = [None, logged, 0]
+
+    def commit(self, conn: Connection, run_id: str) -> int:
+        """Return this unit's commit number for ``run_id`` (the caller locked the run).
+
+        A run that keeps no change log takes none (0): nothing reads its commit numbers.
+        """
+        found = self._runs.get(run_id)
+        if found is None or found[0] is None:
+            if found is not None and not found[1]:
+                found[0] = 0
+                return 0
+            row = _NEXT_COMMIT.first(conn, {"b_run_id": run_id})
+            if row is None:
+                raise LookupError(f"run {run_id} does not exist")
+            found = self._runs[run_id] = [int(row[0]), bool(row[1]), 0]
+        return int(found[0])
+
+    def begin(self, run_id: str, commit: int, logged: bool) -> None:
+        """Note a run this unit creates (its row says ``commit``: no bump needed)."""
+        self._runs[run_id] = [commit, logged, 0]
+
+    def history(
+        self,
+        conn: Connection,
+        run_id: str,
+        events: Iterable[tuple[str, dict[str, Any]]],
+        now: int,
+    ) -> None:
+        """Queue events for the run's history, in order."""
+        rows = self._history
+        commit: int | None = None
+        for kind, details in events:
+            if commit is None:
+                commit = self.commit(conn, run_id)
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "event_type": kind,
+                    "at": now,
+                    "details": json.dumps(details, separators=(",", ":"), default=str),
+                    "commit_seq": commit,
+                }
+            )
+
+    def log(
+        self,
+        conn: Connection,
+        run_id: str,
+        kind: str,
+        name: str,
+        instance: str,
+        *,
+        message_id: str | None = None,
+        value: str | None = None,
+        at: int | None = None,
+    ) -> None:
+        """Queue one change of the run's state for its change log (kept only if it logs)."""
+        commit = self.commit(conn, run_id)
+        found = self._runs[run_id]
+        if not found[1]:
+            return
+        found[2] += 1
+        self._log.append(
+            {
+                "run_id": run_id,
+                "commit_seq": commit,
+                "pos": found[2],
+                "kind": kind,
+                "name": name,
+                "instance": instance,
+                "message_id": message_id,
+                "value": value,
+                "at": at,
+                "external": self.external and kind != CONSUME,
+            }
+        )
+
+    def flush(self, conn: Connection) -> None:
+        """Write the queued history events and log rows (each table in one statement)."""
+        if self._history:
+            _INSERT_HISTORY.many(conn, self._history)
+            self._history = []
+        if self._log:
+            _INSERT_LOG.many(conn, self._log)
+            self._log = []
+
+
+def journal(conn: Connection) -> Journal:
+    """Return the journal of the unit running on ``conn``."""
+    found: Journal | None = conn.info.get(JOURNAL)
+    if found is None:
+        raise RuntimeError("a change to a run outside a journaled commit unit")
+    return found
+
+
+def journaled(
+    unit: Callable[[Connection], T], *, external: bool = False
+) -> Callable[[Connection], T]:
+    """Wrap ``unit`` so that it runs with a journal of its own, written when it ends.
+
+    A unit may run twice (replayed after its batch rolled back): each run starts afresh.
+    """
+
+    def run(conn: Connection) -> T:
+        log = conn.info[JOURNAL] = Journal(external=external)
+        try:
+            result = unit(conn)
+            log.flush(conn)
+            return result
+        finally:
+            conn.info.pop(JOURNAL, None)
+
+    return run
