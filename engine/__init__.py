@@ -95,6 +95,16 @@ from engine.stream import (
 from engine.subflow import SubFlow, SubFlowCondition, SubFlowOptions, SubFlowReusePolicy
 from engine.telemetry import EngineStats, Telemetry
 from engine.timer import Timer
+from engine.travel import (
+    BulkTimeTravelResult,
+    FlowRunRef,
+    StepMethod,
+    TimeTravelFailure,
+    TimeTravelOptions,
+    TimeTravelResult,
+    TravelPoint,
+    TravelPointKind,
+)
 from engine.values import to_json_data
 from engine.wait import Wait, WaitMode
 
@@ -109,6 +119,7 @@ __all__ = [
     "AttributeMatch",
     "AttributeValues",
     "BufferedTextWriter",
+    "BulkTimeTravelResult",
     "Channel",
     "ChannelCondition",
     "ChannelInfo",
@@ -134,6 +145,7 @@ __all__ = [
     "FlowNotActiveOrNotFoundError",
     "FlowNotFoundError",
     "FlowResult",
+    "FlowRunRef",
     "FlowTimeoutHandlerOptions",
     "FlowTypeDescription",
     "FlowTypeNotFoundError",
@@ -170,6 +182,7 @@ __all__ = [
     "StepCompletion",
     "StepDecision",
     "StepList",
+    "StepMethod",
     "StepMovement",
     "StepOptions",
     "StepOutput",
@@ -188,7 +201,12 @@ __all__ = [
     "SubFlowOptions",
     "SubFlowReusePolicy",
     "Telemetry",
+    "TimeTravelFailure",
+    "TimeTravelOptions",
+    "TimeTravelResult",
     "Timer",
+    "TravelPoint",
+    "TravelPointKind",
     "Wait",
     "WaitMode",
     "dead_end",

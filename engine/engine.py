@@ -31,6 +31,7 @@ from engine.results import (
 )
 from engine.stream import Stream, StreamMessage, StreamMessagePage
 from engine.telemetry import EngineStats
+from engine.travel import BulkTimeTravelResult, TimeTravelOptions, TimeTravelResult, TravelPoint
 
 FlowRef = type[Flow[Any]] | Flow[Any] | str
 
@@ -187,7 +188,12 @@ class Engine:
     # -- Attributes -----------------------------------------------------------------------------
 
     async def get_attributes(
-        self, flow_id: str, names: Iterable[str] = (), run_id: str | None = None
+        self,
+        flow_id: str,
+        names: Iterable[str] = (),
+        run_id: str | None = None,
+        *,
+        as_of_event_id: int | None = None,
     ) -> AttributeValues:
         """Read Attributes and map instances from one committed state, without locks.
 
@@ -195,14 +201,31 @@ class Engine:
         definition (bytes, datetimes, pydantic models and dataclasses come back as such), and
         the values are returned only once all of them decoded; unset names are absent. Reads
         the current run, or the latest when none is open.
+
+        ``as_of_event_id`` reads the values as they were right after the commit that wrote
+        that history event of the run (numbered from 1), from its change log: what a time
+        travel to that event restores. Hard-delete values are never kept: they are absent.
         """
+        if as_of_event_id is not None:
+            return await self._services.travel.attributes_as_of(
+                flow_id, names, run_id, as_of_event_id, decoded=True
+            )
         return await self._services.attributes.get(flow_id, names, run_id, decoded=True)
 
     async def get_attributes_json(
-        self, flow_id: str, names: Iterable[str] = (), run_id: str | None = None
+        self,
+        flow_id: str,
+        names: Iterable[str] = (),
+        run_id: str | None = None,
+        *,
+        as_of_event_id: int | None = None,
     ) -> AttributeValues:
         """Like :meth:`get_attributes`, with each value as its JSON data (what the REST API
         answers: bytes as ``{"$bytes": ...}``, datetimes as ISO-8601 text, models as objects)."""
+        if as_of_event_id is not None:
+            return await self._services.travel.attributes_as_of(
+                flow_id, names, run_id, as_of_event_id, decoded=False
+            )
         return await self._services.attributes.get(flow_id, names, run_id)
 
     async def set_attributes(
@@ -214,6 +237,56 @@ class Engine:
         must be None, name a hard-delete Attribute, and still have a stored value.
         """
         return await self._services.attributes.set(flow_id, values, run_id)
+
+    # -- time travel ----------------------------------------------------------------------------
+
+    async def time_travel(self, flow_id: str, options: TimeTravelOptions) -> TimeTravelResult:
+        """Take the Flow back to a point of its latest run and let it run again from there.
+
+        ``options.run_id`` must be the Flow ID's latest run (else FailedPreconditionError),
+        open or closed. An open run closes as TERMINATED in the travel's commit: its attempts
+        are canceled and whatever they return later is discarded, its locks freed. The new
+        run, now the latest, starts from the whole run state right after the point's commit:
+        Attributes and AttributeMaps (hard-delete ones keep their one value per Flow ID),
+        pending Channel messages with their IDs, pending Step executions in their phase at
+        attempt 1 (re-entered executions keep their IDs, so SubFlows meet their children
+        again under their reuse policy), and the run's input; a Flow timeout counts again
+        from now. Unless ``skip_writes_reapply``, what RPCs and clients wrote, published and
+        deleted after the point is applied again, in commit order, in the same commit.
+
+        Its history begins with a copy of the run's events up to the point, then a
+        TIME_TRAVELED event, then what was applied again. ``fork_to_flow_id`` creates the new
+        run under that Flow ID instead (FlowAlreadyStartedError if it has a running run) and
+        leaves this one untouched. A point the run does not have raises InvalidArgumentError
+        naming the field; a Flow type that keeps no change log, FailedPreconditionError.
+        """
+        return await self._services.travel.travel(flow_id, options)
+
+    async def time_travel_flows(
+        self,
+        query: str,
+        to: TravelPoint,
+        *,
+        reason: str = "",
+        skip_writes_reapply: bool = False,
+        dry_run: bool = False,
+        limit: int = 100,
+    ) -> BulkTimeTravelResult:
+        """Travel the latest runs a SearchFlows ``query`` matches (at most ``limit``, 1 to
+        1000) back to ``to`` (BEGINNING or a Step type), each in a commit of its own.
+
+        ``dry_run`` lists what would travel and changes nothing. A run that cannot travel
+        (its Flow type never ran that Step type, say) is listed under ``failed`` with the
+        error's code and detail; the others travel all the same.
+        """
+        return await self._services.travel.travel_many(
+            query,
+            to,
+            reason=reason,
+            skip_writes_reapply=skip_writes_reapply,
+            dry_run=dry_run,
+            limit=limit,
+        )
 
     # -- Channels -------------------------------------------------------------------------------
 

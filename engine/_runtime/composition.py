@@ -32,6 +32,7 @@ from engine._runtime.starts import Starter
 from engine._runtime.step_queue import MemoryStepQueue
 from engine._runtime.timeouts import Timeouts
 from engine._runtime.timers import ClockTimers
+from engine._runtime.travel import TimeTravel
 from engine._runtime.waits import ChannelWaits
 from engine._storage.blobs import FileBlobStore
 from engine._storage.database import DatabaseSettings, open_database
@@ -71,6 +72,7 @@ class Services:
     channels: ChannelCalls
     starter: Starter
     rpcs: RPCExecutor
+    travel: TimeTravel
     retention: Retention | None
     followers: CommitFollowers
     shared: SharedParts | None = field(default=None)
@@ -246,6 +248,13 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             retention_seconds=config.retention.total_seconds(),
             interval_seconds=config.retention_check_interval.total_seconds(),
         )
+    flows = FlowQueries(
+        registry=registry,
+        database=database,
+        committer=committer,
+        watchers=watchers,
+        clock=clock,
+    )
     return Services(
         registry=registry,
         clock=clock,
@@ -262,13 +271,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         timeouts=timeouts,
         waits=waits,
         matches=matches,
-        flows=FlowQueries(
-            registry=registry,
-            database=database,
-            committer=committer,
-            watchers=watchers,
-            clock=clock,
-        ),
+        flows=flows,
         attributes=Attributes(
             registry=registry,
             database=database,
@@ -298,6 +301,9 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             default_timeout=config.default_rpc_timeout,
             all_transactional=config.transactional_rpcs,
             telemetry=config.telemetry,
+        ),
+        travel=TimeTravel(
+            registry=registry, database=database, committer=committer, flows=flows, clock=clock
         ),
         retention=retention,
         followers=followers,

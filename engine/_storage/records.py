@@ -44,6 +44,10 @@ class HistoryEventType(enum.StrEnum):
     SUBFLOW_STARTED = "SUBFLOW_STARTED"
     SUBFLOW_ATTACHED = "SUBFLOW_ATTACHED"
     SUBFLOW_CLOSED = "SUBFLOW_CLOSED"
+    #: The run began by time travel from an earlier point of another run.
+    TIME_TRAVELED = "TIME_TRAVELED"
+    #: A travel applied again what one commit after the point took from outside the Flow.
+    WRITES_REAPPLIED = "WRITES_REAPPLIED"
 
 
 class StepState(enum.StrEnum):
