@@ -95,9 +95,20 @@ async def get_attributes(
     eng: EngineDep,
     name: Annotated[list[str], Query(description="'status' or 'progress/payment'; repeat")] = [],  # noqa: B006
     run_id: Annotated[str | None, Query(alias="runId", min_length=1, max_length=256)] = None,
+    as_of_event_id: Annotated[
+        int | None,
+        Query(
+            alias="asOfEventId",
+            ge=1,
+            le=2**63 - 1,
+            description="Read the values as they were right after the commit that wrote this "
+            "history event of the run (what a time travel to it restores); hard-delete "
+            "values are never kept and are absent.",
+        ),
+    ] = None,
 ) -> AttributesResponse:
     """Read Attributes from one committed state (current or latest run), without locks."""
-    values = await eng.get_attributes_json(flowId, name, run_id)
+    values = await eng.get_attributes_json(flowId, name, run_id, as_of_event_id=as_of_event_id)
     return AttributesResponse(flow_id=values.flow_id, run_id=values.run_id, values=values.values)
 
 
