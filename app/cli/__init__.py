@@ -1,9 +1,10 @@
 """The ``dexlite`` command: ``serve`` and ``openapi``, and client commands over the REST API.
 
 The client commands (``flows``, ``rpc``, ``attributes``, ``channels``, ``streams``) live in
-:mod:`app.cli.flows` and :mod:`app.cli.commands`; they talk to a server through
-:mod:`app.cli.client`, print through :mod:`app.cli.output` and end with the exit statuses of
-:mod:`app.cli.errors`. They import neither the app nor the engine, so they start quickly.
+:mod:`app.cli.flows`, :mod:`app.cli.travel` and :mod:`app.cli.commands`; they talk to a server
+through :mod:`app.cli.client`, print through :mod:`app.cli.output` and end with the exit
+statuses of :mod:`app.cli.errors`. They import neither the app nor the engine, so they start
+quickly.
 """
 
 from __future__ import annotations

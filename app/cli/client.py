@@ -66,6 +66,39 @@ class StreamMessage(TypedDict):
     source: str
 
 
+class TravelResult(TypedDict):
+    """The run a time travel created and the run it came from (timeTravelFlow)."""
+
+    flowId: str
+    runId: str
+    previousRunId: str
+
+
+class FlowRun(TypedDict):
+    """A run of a Flow (a match of timeTravelFlows)."""
+
+    flowId: str
+    runId: str
+
+
+class TravelFailure(TypedDict):
+    """A matched run that could not travel, with the problem it met (timeTravelFlows)."""
+
+    flowId: str
+    runId: str
+    code: str
+    detail: str
+
+
+class BulkTravelResult(TypedDict):
+    """What timeTravelFlows matched, traveled and could not travel."""
+
+    dryRun: bool
+    matched: list[FlowRun]
+    traveled: list[TravelResult]
+    failed: list[TravelFailure]
+
+
 class _NoInput:
     """The type of :data:`NO_INPUT`."""
 
@@ -219,6 +252,74 @@ class Client:
         """listChannels: ``{flowId, runId, channels: [{name, instance, size}]}``."""
         path = f"/api/v1/flows/{_segment(flow_id)}/channels"
         return cast(dict[str, Any], self.request("GET", path, params=_params(runId=run_id)))
+
+    def time_travel(
+        self,
+        flow_id: str,
+        run_id: str,
+        to: dict[str, Any],
+        *,
+        reason: str = "",
+        skip_writes_reapply: bool = False,
+        fork_to_flow_id: str | None = None,
+    ) -> TravelResult:
+        """timeTravelFlow: take run ``run_id`` (the latest) back to the point ``to``.
+
+        Args:
+            flow_id: The Flow ID whose latest run travels.
+            run_id: That latest run; the server refuses any other (FAILED_PRECONDITION).
+            to: The point as the API spells it, e.g. ``{"kind": "EVENT", "eventId": 3}``.
+            reason: Why, kept in the new run's TIME_TRAVELED event.
+            skip_writes_reapply: Leave out what RPCs and clients wrote after the point.
+            fork_to_flow_id: Create the new run under this Flow ID instead.
+
+        Returns:
+            ``{flowId, runId, previousRunId}`` of the new run.
+        """
+        path = f"/api/v1/flows/{_segment(flow_id)}/time-travel"
+        body: dict[str, Any] = {
+            "runId": run_id,
+            "to": to,
+            "reason": reason,
+            "skipWritesReapply": skip_writes_reapply,
+        }
+        if fork_to_flow_id is not None:
+            body["forkToFlowId"] = fork_to_flow_id
+        return cast(TravelResult, self.request("POST", path, body=body))
+
+    def time_travel_all(
+        self,
+        query: str,
+        to: dict[str, Any],
+        *,
+        reason: str = "",
+        skip_writes_reapply: bool = False,
+        dry_run: bool = False,
+        limit: int | None = None,
+    ) -> BulkTravelResult:
+        """timeTravelFlows: take the latest runs ``query`` matches back to the point ``to``.
+
+        Args:
+            query: A searchFlows query (not empty).
+            to: BEGINNING or STEP_TYPE, as the API spells it.
+            reason: Why, kept in each new run's TIME_TRAVELED event.
+            skip_writes_reapply: Leave out what RPCs and clients wrote after the point.
+            dry_run: Only list the matching runs; change nothing.
+            limit: At most this many runs; None for the server's default (100).
+
+        Returns:
+            The matched, traveled and failed runs.
+        """
+        body: dict[str, Any] = {
+            "query": query,
+            "to": to,
+            "reason": reason,
+            "skipWritesReapply": skip_writes_reapply,
+            "dryRun": dry_run,
+        }
+        if limit is not None:
+            body["limit"] = limit
+        return cast(BulkTravelResult, self.request("POST", "/api/v1/time-travel", body=body))
 
     def newest_stream_message(
         self, flow_type: str, flow_id: str, stream: str

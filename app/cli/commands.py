@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli import output
+from app.cli import output, travel
 from app.cli.client import Client, StreamMessage
 from app.cli.common import (
     DEFAULT_URL,
@@ -192,6 +192,7 @@ def _readable(value: Any) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add the client commands to the ``dexlite`` command ``app``."""
+    travel.register(flows)
     app.add_typer(flows)
     app.command("rpc", epilog=EXIT_CODES)(rpc)
     app.command("attributes", epilog=EXIT_CODES)(attributes)

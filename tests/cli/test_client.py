@@ -4,6 +4,7 @@ transport answers."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import httpx
@@ -92,3 +93,55 @@ def test_requests_carry_the_token_escaped_ids_and_only_the_given_fields() -> Non
     assert seen[0].url.raw_path == b"/api/v1/flows/a%20b%3F/rpcs/read"
     assert (seen[0].content, seen[1].content) == (b"{}", b'{"input":null,"runId":"r1"}')
     assert seen[2].url.params.get_list("name") == ["x", "m/k"]
+
+
+def test_time_travel_requests_carry_the_point_and_only_the_given_options() -> None:
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={})
+
+    with _client(record) as client:
+        client.time_travel("a/b", "r1", {"kind": "BEGINNING"})
+        client.time_travel(
+            "f",
+            "r2",
+            {"kind": "EVENT", "eventId": 3},
+            reason="why",
+            skip_writes_reapply=True,
+            fork_to_flow_id="g",
+        )
+        client.time_travel_all("FlowType = 'X'", {"kind": "BEGINNING"}, dry_run=True)
+        client.time_travel_all("q", {"kind": "BEGINNING"}, limit=7)
+    assert [(r.method, r.url.raw_path) for r in seen] == [
+        ("POST", b"/api/v1/flows/a%2Fb/time-travel"),
+        ("POST", b"/api/v1/flows/f/time-travel"),
+        ("POST", b"/api/v1/time-travel"),
+        ("POST", b"/api/v1/time-travel"),
+    ]
+    assert [json.loads(r.content) for r in seen] == [
+        {"runId": "r1", "to": {"kind": "BEGINNING"}, "reason": "", "skipWritesReapply": False},
+        {
+            "runId": "r2",
+            "to": {"kind": "EVENT", "eventId": 3},
+            "reason": "why",
+            "skipWritesReapply": True,
+            "forkToFlowId": "g",
+        },
+        {
+            "query": "FlowType = 'X'",
+            "to": {"kind": "BEGINNING"},
+            "reason": "",
+            "skipWritesReapply": False,
+            "dryRun": True,
+        },
+        {
+            "query": "q",
+            "to": {"kind": "BEGINNING"},
+            "reason": "",
+            "skipWritesReapply": False,
+            "dryRun": False,
+            "limit": 7,
+        },
+    ]

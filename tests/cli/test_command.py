@@ -29,6 +29,8 @@ CLIENT_COMMANDS = {
     ("flows", "search"),
     ("flows", "stop"),
     ("flows", "history"),
+    ("flows", "time-travel"),
+    ("flows", "time-travel-all"),
     ("rpc",),
     ("attributes",),
     ("channels",),

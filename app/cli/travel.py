@@ -1,0 +1,461 @@
+"""``dexlite flows time-travel`` and ``flows time-travel-all``: take runs back to a point.
+
+Time travel (DESIGN §13) closes a Flow's latest run, if still open, and starts a new run from
+the state right after a point of its history. It changes what runs, so neither command acts
+without ``--yes``, and ``time-travel`` also needs the run's ID (``--run-id``), so that it never
+travels a run the user did not look at. Both refusals exit 2 before any request is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from app.cli import output
+from app.cli.client import BulkTravelResult
+from app.cli.common import (
+    DEFAULT_URL,
+    EXIT_CODES,
+    FlowIdArgument,
+    JsonOption,
+    TokenOption,
+    UrlOption,
+    session,
+)
+from app.cli.errors import APIError, CommandError, ExitCode
+
+#: The problem code of a command refused for want of ``--yes``.
+CONFIRMATION_REQUIRED = "CONFIRMATION_REQUIRED"
+#: The problem code of the summary line when some matched runs could not travel.
+TIME_TRAVEL_FAILED = "TIME_TRAVEL_FAILED"
+#: The help panel of the options that name the point.
+POINT = "Travel point"
+#: The server's default (and the CLI's) number of runs one ``time-travel-all`` travels.
+DEFAULT_LIMIT = 100
+
+#: The CLI option that stands for each field an API error may name.
+FIELD_OPTIONS = {
+    "runId": "--run-id",
+    "to.kind": "--to",
+    "to.eventId": "--event-id",
+    "to.at": "--at",
+    "to.stepType": "--step-type",
+    "to.stepExecutionId": "--step-execution-id",
+    "to.method": "--method",
+    "reason": "--reason",
+    "forkToFlowId": "--fork-to",
+    "query": "QUERY",
+    "limit": "--limit",
+}
+
+
+class PointKind(StrEnum):
+    """The points ``flows time-travel`` takes a run back to."""
+
+    BEGINNING = "beginning"
+    EVENT = "event"
+    TIME = "time"
+    STEP_TYPE = "step-type"
+    STEP_EXECUTION = "step-execution"
+
+    @property
+    def api(self) -> str:
+        """Return the API's spelling of the kind (``STEP_TYPE``)."""
+        return self.value.upper().replace("-", "_")
+
+
+class BulkPointKind(StrEnum):
+    """The points ``flows time-travel-all`` takes runs back to."""
+
+    BEGINNING = "beginning"
+    STEP_TYPE = "step-type"
+
+
+class Method(StrEnum):
+    """Which side of a Step execution's wait a STEP_EXECUTION point is."""
+
+    WAIT_FOR = "wait-for"
+    EXECUTE = "execute"
+
+
+#: The option each kind of point needs.
+NEEDED = {
+    PointKind.EVENT: "--event-id",
+    PointKind.TIME: "--at",
+    PointKind.STEP_TYPE: "--step-type",
+    PointKind.STEP_EXECUTION: "--step-execution-id",
+}
+
+ToOption = Annotated[
+    PointKind,
+    typer.Option(
+        "--to",
+        case_sensitive=False,
+        help="The point: the run's start, the commit of a history event, the last commit at or "
+        "before a time, before a Step type's first execution, or a Step execution.",
+        rich_help_panel=POINT,
+    ),
+]
+BulkToOption = Annotated[
+    BulkPointKind,
+    typer.Option(
+        "--to",
+        case_sensitive=False,
+        help="The point: each run's start, or before a Step type's first execution.",
+        rich_help_panel=POINT,
+    ),
+]
+StepTypeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--step-type",
+        metavar="TYPE",
+        help="With --to step-type: the Step type, e.g. ChargeCard.",
+        rich_help_panel=POINT,
+    ),
+]
+SkipOption = Annotated[
+    bool,
+    typer.Option(
+        "--skip-writes-reapply",
+        help="Leave out what RPCs and clients wrote, published and deleted after the point "
+        "(by default applied again to the new run).",
+    ),
+]
+YesOption = Annotated[
+    bool,
+    typer.Option("--yes", "-y", help="Confirm: without it the command refuses and exits 2."),
+]
+
+
+def register(group: typer.Typer) -> None:
+    """Add ``time-travel`` and ``time-travel-all`` to the ``flows`` command ``group``."""
+    group.command("time-travel", epilog=EXIT_CODES)(time_travel)
+    group.command("time-travel-all", epilog=EXIT_CODES)(time_travel_all)
+
+
+def time_travel(
+    flow_id: FlowIdArgument,
+    to: ToOption,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run-id",
+            help="Required: the Flow's latest run (open or closed), as 'flows describe' shows it.",
+            show_default=False,
+        ),
+    ] = None,
+    event_id: Annotated[
+        int | None,
+        typer.Option(
+            "--event-id",
+            min=1,
+            metavar="N",
+            help="With --to event: the history event (as 'flows history' numbers it).",
+            rich_help_panel=POINT,
+        ),
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            metavar="ISO",
+            help="With --to time: an instant with a time zone, e.g. 2026-01-31T09:30:00Z.",
+            rich_help_panel=POINT,
+        ),
+    ] = None,
+    step_type: StepTypeOption = None,
+    step_execution_id: Annotated[
+        str | None,
+        typer.Option(
+            "--step-execution-id",
+            metavar="ID",
+            help="With --to step-execution: the execution, e.g. ChargeCard-2.",
+            rich_help_panel=POINT,
+        ),
+    ] = None,
+    method: Annotated[
+        Method | None,
+        typer.Option(
+            "--method",
+            case_sensitive=False,
+            help="With --to step-execution: before its wait (the default), or before its "
+            "execute with the wait's result kept.",
+            show_default=False,
+            rich_help_panel=POINT,
+        ),
+    ] = None,
+    reason: Annotated[
+        str | None,
+        typer.Option("--reason", help="Required: why; kept in the new run's TIME_TRAVELED event."),
+    ] = None,
+    skip_writes_reapply: SkipOption = False,
+    fork_to: Annotated[
+        str | None,
+        typer.Option(
+            "--fork-to",
+            metavar="ID",
+            help="Create the new run under this Flow ID (no run running there) and leave ID "
+            "untouched.",
+        ),
+    ] = None,
+    yes: YesOption = False,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Take a Flow's latest run back to a point and run it again from there (timeTravelFlow).
+
+    The run --run-id, which must be the Flow's latest, closes as TERMINATED if still open, and
+    a new run starts from its state right after the point; it becomes the latest. --run-id,
+    --reason and --yes are required: without them nothing is sent and the exit status is 2.
+    Prints the new run's Flow ID, Run ID and Previous run ID. A run that is not the latest
+    exits 4 (FAILED_PRECONDITION); a point the run does not have exits 2 (INVALID_ARGUMENT).
+    """
+    with session(url, token) as api:
+        if not run_id:
+            raise _bad_input(
+                "--run-id is required: name the run to travel, the Flow's latest "
+                f"('dexlite flows describe {flow_id}' shows it)"
+            )
+        point = travel_point(
+            to,
+            event_id=event_id,
+            at=at,
+            step_type=step_type,
+            step_execution_id=step_execution_id,
+            method=method,
+        )
+        if not (reason and reason.strip()):
+            raise _bad_input("--reason is required: say why, for the new run's history")
+        if not yes:
+            target = f"a new run of Flow {fork_to}" if fork_to else "a new run"
+            raise CommandError(
+                CONFIRMATION_REQUIRED,
+                f"time travel closes run {run_id} of Flow {flow_id} if still open and starts "
+                f"{target} from {_shown(point)}; add --yes to confirm",
+                ExitCode.BAD_INPUT,
+            )
+        with _options_named():
+            body = api.time_travel(
+                flow_id,
+                run_id,
+                point,
+                reason=reason,
+                skip_writes_reapply=skip_writes_reapply,
+                fork_to_flow_id=fork_to,
+            )
+    if json_output:
+        output.emit_json(body)
+        return
+    rows = [
+        ("Flow ID", body["flowId"]),
+        ("Run ID", body["runId"]),
+        ("Previous run ID", body["previousRunId"]),
+    ]
+    output.emit(output.pairs(rows))
+
+
+def time_travel_all(
+    query: Annotated[
+        str,
+        typer.Argument(
+            metavar="QUERY",
+            help="A searchFlows filter, e.g. \"FlowType = 'OrderFlow' AND Status = 'FAILED'\".",
+        ),
+    ],
+    to: BulkToOption,
+    step_type: StepTypeOption = None,
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why; kept in each new run's TIME_TRAVELED event.")
+    ] = "",
+    skip_writes_reapply: SkipOption = False,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", min=1, max=1000, help="Travel at most this many runs (1 to 1000)."),
+    ] = DEFAULT_LIMIT,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Only list the runs that would travel; change nothing."),
+    ] = False,
+    yes: YesOption = False,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Take the latest run of every Flow QUERY matches back to a point (timeTravelFlows).
+
+    Each matched run travels as 'flows time-travel' would, in its own commit. Without --yes it
+    refuses (exit 2) unless --dry-run, which lists the matched runs (FLOW ID, RUN ID) and
+    changes nothing. Otherwise prints the runs that traveled (FLOW ID, RUN ID, PREVIOUS RUN ID)
+    and, below them, those that could not (FLOW ID, RUN ID, CODE, DETAIL). Exit status: 0 when
+    every matched run traveled; 1, with an 'error: TIME_TRAVEL_FAILED' line on stderr, when
+    any could not (also with --json).
+    """
+    with session(url, token) as api:
+        if not query.strip():
+            raise _bad_input(
+                "QUERY must not be empty: time-travel-all travels every run it matches"
+            )
+        point = travel_point(PointKind(to.value), step_type=step_type)
+        if not (yes or dry_run):
+            raise CommandError(
+                CONFIRMATION_REQUIRED,
+                f"this travels the latest run of every Flow the query matches (at most {limit}) "
+                f"back to {_shown(point)}; list them with --dry-run, then add --yes to confirm",
+                ExitCode.BAD_INPUT,
+            )
+        with _options_named():
+            body = api.time_travel_all(
+                query,
+                point,
+                reason=reason,
+                skip_writes_reapply=skip_writes_reapply,
+                dry_run=dry_run,
+                limit=limit,
+            )
+    if json_output:
+        output.emit_json(body)
+    else:
+        _print_bulk(body)
+    _summarize(body, limit)
+
+
+def travel_point(
+    kind: PointKind,
+    *,
+    event_id: int | None = None,
+    at: str | None = None,
+    step_type: str | None = None,
+    step_execution_id: str | None = None,
+    method: Method | None = None,
+) -> dict[str, Any]:
+    """Return the API's form of a point, from the options that name it.
+
+    Args:
+        kind: What ``--to`` chose.
+        event_id: ``--event-id``, for an EVENT point.
+        at: ``--at``, an ISO 8601 instant with a time zone, for a TIME point.
+        step_type: ``--step-type``, for a STEP_TYPE point.
+        step_execution_id: ``--step-execution-id``, for a STEP_EXECUTION point.
+        method: ``--method``, for a STEP_EXECUTION point (the server's default: WAIT_FOR).
+
+    Returns:
+        The ``to`` object of a time-travel request, e.g. ``{"kind": "EVENT", "eventId": 3}``.
+
+    Raises:
+        CommandError: Bad input (exit 2): the option the kind needs is missing, an option
+            that does not apply to the kind is given, or ``--at`` is not an instant.
+    """
+    given = {
+        "--event-id": event_id,
+        "--at": at,
+        "--step-type": step_type,
+        "--step-execution-id": step_execution_id,
+        "--method": method,
+    }
+    needed = NEEDED.get(kind)
+    applies = {needed, "--method"} if kind == PointKind.STEP_EXECUTION else {needed}
+    for option, value in given.items():
+        if value is not None and option not in applies:
+            used = "step-execution" if option == "--method" else _kind_of(option)
+            raise _bad_input(f"{option} applies only to --to {used}, not --to {kind.value}")
+    if needed is not None and given[needed] is None:
+        raise _bad_input(f"--to {kind.value} needs {needed}")
+    point: dict[str, Any] = {"kind": kind.api}
+    if event_id is not None:
+        point["eventId"] = event_id
+    if at is not None:
+        point["at"] = _instant(at)
+    if step_type is not None:
+        point["stepType"] = step_type
+    if step_execution_id is not None:
+        point["stepExecutionId"] = step_execution_id
+    if method is not None:
+        point["method"] = method.value.upper().replace("-", "_")
+    return point
+
+
+def _kind_of(option: str) -> str:
+    """Return the ``--to`` kind an option of the point belongs to."""
+    return next(kind.value for kind, needed in NEEDED.items() if needed == option)
+
+
+def _instant(text: str) -> str:
+    """Return ``--at`` as the API's ISO 8601 form; a time without a zone is bad input."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise _bad_input(
+            f"--at {text!r} is not an ISO 8601 date and time (e.g. 2026-01-31T09:30:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        raise _bad_input(f"--at {text!r} needs a time zone, e.g. {text}Z or {text}+02:00")
+    return moment.isoformat()
+
+
+def _shown(point: dict[str, Any]) -> str:
+    """Return a point for a sentence: ``BEGINNING``, ``EVENT eventId=3``."""
+    fields = " ".join(f"{name}={value}" for name, value in point.items() if name != "kind")
+    return f"{point['kind']} {fields}".rstrip()
+
+
+def _bad_input(detail: str) -> CommandError:
+    return CommandError("INVALID_ARGUMENT", detail, ExitCode.BAD_INPUT)
+
+
+@contextmanager
+def _options_named() -> Iterator[None]:
+    """Add the CLI option to an API error that names a request field (``to.eventId``)."""
+    try:
+        yield
+    except APIError as failure:
+        field = failure.body.get("field") if isinstance(failure.body, dict) else None
+        option = FIELD_OPTIONS.get(field) if isinstance(field, str) else None
+        if option is None:
+            raise
+        detail = f"{failure.detail} ({option})"
+        raise APIError(failure.code, detail, failure.status, failure.body) from None
+
+
+def _print_bulk(body: BulkTravelResult) -> None:
+    """Print the matched runs of a dry run, else the traveled runs and those that failed."""
+    if body["dryRun"]:
+        matched = [[run["flowId"], run["runId"]] for run in body["matched"]]
+        output.emit(output.table(["FLOW ID", "RUN ID"], matched))
+        return
+    traveled = [[t["flowId"], t["runId"], t["previousRunId"]] for t in body["traveled"]]
+    blocks = [output.table(["FLOW ID", "RUN ID", "PREVIOUS RUN ID"], traveled)]
+    if body["failed"]:
+        failed = [[f["flowId"], f["runId"], f["code"], f["detail"]] for f in body["failed"]]
+        blocks.append(output.table(["FLOW ID", "RUN ID", "CODE", "DETAIL"], failed))
+    output.emit("\n\n".join(blocks))
+
+
+def _summarize(body: BulkTravelResult, limit: int) -> None:
+    """Say on stderr what a dry run found, or end with exit 1 when some runs failed."""
+    matched = len(body["matched"])
+    if matched == limit:
+        output.note(
+            f"the limit of {limit} {_noun(limit)} was reached: more may match (raise --limit)"
+        )
+    if body["dryRun"]:
+        output.note(f"dry run: {matched} {_noun(matched)} matched; nothing traveled")
+    elif not matched:
+        output.note("no run matches the query; nothing traveled")
+    if body["failed"]:
+        output.error(
+            TIME_TRAVEL_FAILED,
+            f"{len(body['failed'])} of {matched} matched {_noun(matched)} could not travel "
+            f"({len(body['traveled'])} traveled)",
+        )
+        raise typer.Exit(int(ExitCode.ERROR))
+
+
+def _noun(count: int) -> str:
+    return "run" if count == 1 else "runs"
