@@ -26,8 +26,9 @@ export function confirmAction({ title, text, body, ok }) {
   });
 }
 
-// Show what an action answered, in the box that survives the page's refresh.
-function report(res, success) {
+// Show what an action answered, in the box that survives the page's refresh (and, after a time
+// travel, the move to the new run's page).
+export function report(res, success) {
   const box = $("fx-action-result");
   box.hidden = false;
   box.className = `action-result ${res.ok ? "ok" : "err"}`;

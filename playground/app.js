@@ -4,6 +4,7 @@
 //   explorer.js            the Flows explorer's search ("#/flows?query=...")
 //   flow-page.js           the explorer's Flow page ("#/flows/<flowId>?runId=...")
 //   actions.js             the Flow page's stop, RPC and publish actions (schema-form.js)
+//   travel.js              the Flow page's time travel: its points and its dialog
 //   timeline.js            the history timeline of Step executions
 //   stream.js              the live Stream follower both views use
 //   lib.js                 DOM, REST and formatting helpers

@@ -1,24 +1,29 @@
 // The explorer's Flow page, at "#/flows/<flowId>?runId=<runId>" (no runId: the latest run): a
 // summary (status, times, result or error, parent and SubFlows), the runs of the Flow ID, the
 // history as a timeline with the event list below it (paged, never read whole), Attributes
-// (AttributeMap instances on demand), Channels, live Streams, and the actions.
+// (AttributeMap instances on demand), Channels, live Streams, and the actions. The latest run
+// can time travel from here: from a Step bar (before its WaitFor or its Execute), from an event
+// of the list, or to its beginning (travel.js asks for confirmation).
 
 import {
   $, dateTimeOf, durationText, el, enc, flowHref, flowPath, flowTypes, getJSON, plural,
   problemText, queryString, searchRuns, statusBadge, timeEl, token, valueText,
 } from "./lib.js";
-import { renderActions } from "./actions.js";
+import { renderActions, report } from "./actions.js";
 import { StreamFollower } from "./stream.js";
 import { deriveTimeline, eventsOf, focusBar, renderTimeline } from "./timeline.js";
+import { initTravel, openTravel, stepPoints } from "./travel.js";
 
 const RUNS_SHOWN = 20;
 const CHILDREN_SHOWN = 50;
 const HISTORY_PAGE_SIZE = 100;
 const CHANNEL_MESSAGES_SHOWN = 20;
 
-// What the page shows: the Flow and run, the loaded history pages, the selected Step bar.
+// What the page shows: the Flow and run, the loaded history pages, the selected Step bar, the
+// Flow ID's latest run (only it can time travel), and the page a travel's result is carried to.
 const page = { flowId: "", runId: "", run: null, typeInfo: null, events: [], nextToken: "",
-               selected: "", model: null, seq: 0, streamsKey: "", followers: [] };
+               selected: "", model: null, seq: 0, streamsKey: "", followers: [],
+               latestRunId: "", carry: "" };
 
 // Show the page of a Flow (and run); a refresh of the same run keeps the selected bar.
 export async function showFlow(flowId, runId) {
@@ -26,8 +31,10 @@ export async function showFlow(flowId, runId) {
   $("flow-view").hidden = false;
   if (flowId !== page.flowId || runId !== page.runId) {
     page.selected = "";
-    $("fx-action-result").hidden = true;
+    // A time travel's result stays in view on the page of the run it made.
+    $("fx-action-result").hidden = page.carry !== `${flowId}\n${runId}`;
   }
+  page.carry = "";
   Object.assign(page, { flowId, runId });
   $("fx-title").textContent = flowId;
   await load();
@@ -67,6 +74,8 @@ async function load() {
   $("fx-note").textContent = "";
   page.run = run;
   page.typeInfo = types.get(run.flowType) ?? null;
+  // Runs are listed newest first: the first is the latest.
+  page.latestRunId = runs.data.flows[0]?.runId ?? run.runId;
   const r = enc(run.runId);
   const [result, attrs, channels, children, history] = await Promise.all([
     getJSON(flowPath(flowId, `/result?runId=${r}&waitSeconds=0`)),
@@ -91,6 +100,71 @@ async function load() {
   follow(flowId, run);
   const channelNames = channels.ok ? [...new Set(channels.queues.map((q) => q.name))] : [];
   renderActions({ flowId, run, typeInfo: page.typeInfo, channelNames, done: load });
+  renderTravel();
+}
+
+// Whether the run shown can time travel: only a Flow ID's latest run can.
+const canTravel = () => page.run !== null && page.run.runId === page.latestRunId;
+
+// Show the Actions card's time travel part: "Travel to beginning", or why this run cannot.
+function renderTravel() {
+  const run = page.run;
+  $("fx-travel").hidden = false;
+  $("fx-travel-beginning").hidden = !canTravel() || !page.events.length;
+  $("fx-travel-note").replaceChildren(...(canTravel()
+    ? ["Take this run back to a point and run again from there: to its beginning, to before ",
+       "a Step execution's WaitFor or Execute (select its bar in the timeline), or to an event ",
+       "of the list."]
+    : [`Only the latest run of a Flow ID travels: run ${run.runId} is an older one. `,
+       el("a", { href: flowHref(page.flowId, page.latestRunId) }, "Open the latest run")]));
+}
+
+// Open the time travel dialog for a point of the run shown.
+function travel(point) {
+  openTravel({ flowId: page.flowId, run: page.run, typeInfo: page.typeInfo, point,
+               done: traveled });
+}
+
+// After a travel: say what it made, then show the new run (its deep link in the address).
+function traveled(res, point) {
+  const { flowId, runId, previousRunId } = res.data;
+  report(res, `Traveled ${point.label}: new run ${runId} of ${flowId}, from run ` +
+              `${previousRunId}.`);
+  page.carry = `${flowId}\n${runId}`;
+  const target = flowHref(flowId, runId);
+  if (location.hash === target) load();
+  else location.hash = target;
+}
+
+// Offer the travels of the selected Step bar: before its WaitFor and, when the history shows
+// it reached its execute phase, before its Execute.
+function renderStepTravel() {
+  const box = $("fx-travel-step");
+  const x = page.selected && canTravel()
+    ? page.model.executions.find((e) => e.id === page.selected) : null;
+  box.hidden = !x;
+  if (!x) {
+    box.replaceChildren();
+    return;
+  }
+  const byId = new Map(page.events.map((ev) => [ev.eventId, ev]));
+  const info = page.typeInfo?.steps?.find((s) => s.stepType === x.type) ?? null;
+  const { waitFor, execute } = stepPoints(x, byId, info);
+  // A button opening the dialog for one method's point.
+  const button = (method, phase, mark) => {
+    const b = el("button", { type: "button", class: "small", "data-method": method },
+                 `Travel to before ${phase}…`);
+    b.addEventListener("click", () => travel({
+      to: { kind: "STEP_EXECUTION", stepExecutionId: x.id, method },
+      label: `to before the ${phase} of ${x.id}`, event: mark.event, how: mark.how,
+    }));
+    return b;
+  };
+  box.replaceChildren(el("span", {}, "Time travel ", el("code", {}, x.id), ":"),
+    waitFor ? button("WAIT_FOR", "WaitFor", waitFor)
+      : el("span", { class: "muted small-text" }, "its queuing is not in the loaded events."),
+    execute ? button("EXECUTE", "Execute", execute)
+      : el("span", { class: "muted small-text" }, "it has not reached Execute."));
 }
 
 // Read one page of the run's history.
@@ -281,6 +355,7 @@ function renderHistory() {
   });
   const only = page.selected ? eventsOf(page.model, page.selected) : null;
   const shown = only ? page.events.filter((ev) => only.has(ev.eventId)) : page.events;
+  renderStepTravel();
   $("fx-filter").hidden = !only;
   $("fx-filter-text").textContent = only
     ? `Showing the ${plural(shown.length, "event")} of ${page.selected}.` : "";
@@ -290,11 +365,22 @@ function renderHistory() {
   $("fx-more-events").hidden = complete;
 }
 
-// One history event: its number, type, time and details.
+// One history event: its number, type, time and details; on the latest run, a button that
+// travels to it.
 function eventItem(ev) {
   const item = el("li", { class: "event", "data-event-id": String(ev.eventId) },
     el("span", { class: "ev-id" }, `#${ev.eventId}`),
     el("span", { class: "ev-type" }, ev.eventType), timeEl(ev.at));
+  if (canTravel()) {
+    const button = el("button", { type: "button", class: "small ev-travel",
+                                  title: `Travel to event #${ev.eventId}` },
+                      "Travel to this event…");
+    button.addEventListener("click", () => travel({
+      to: { kind: "EVENT", eventId: ev.eventId }, label: `to event #${ev.eventId}`, event: ev,
+      how: "the commit that wrote it",
+    }));
+    item.append(button);
+  }
   if (ev.details && Object.keys(ev.details).length) {
     item.append(el("code", { class: "ev-details" }, JSON.stringify(ev.details)));
   }
@@ -303,7 +389,14 @@ function eventItem(ev) {
 
 // Wire the page's fixed buttons once.
 export function initFlowPage() {
+  initTravel();
   $("fx-refresh").addEventListener("click", load);
+  $("fx-travel-beginning").addEventListener("click", () => {
+    const first = page.events[0];
+    if (!first) return;
+    travel({ to: { kind: "BEGINNING" }, label: "to its beginning", event: first,
+             how: "the run's first commit" });
+  });
   $("fx-more-events").addEventListener("click", loadMore);
   $("fx-show-all").addEventListener("click", () => {
     const id = page.selected;
