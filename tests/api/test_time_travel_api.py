@@ -89,6 +89,12 @@ async def test_attributes_read_as_of_an_event(make_app: Any) -> None:
         )
         assert_problem(await client.get(url, params={"asOfEventId": 0}), 422, "VALIDATION_ERROR")
         assert_problem(
+            await client.get(url, params={"asOfEventId": 1, "name": "no\u0000te"}),
+            400,
+            "INVALID_ARGUMENT",
+            field="name",
+        )
+        assert_problem(
             await client.get(f"{FLOWS}/nope/attributes", params={"asOfEventId": 1}),
             404,
             "FLOW_NOT_FOUND",
@@ -131,6 +137,24 @@ async def test_bad_travels_are_precise_problems_and_change_nothing(make_app: Any
                 400,
                 "INVALID_ARGUMENT",
                 "forkToFlowId",
+            ),
+            (
+                {"runId": old, "to": {"kind": "STEP_EXECUTION", "stepExecutionId": "C\u0000-1"}},
+                400,
+                "INVALID_ARGUMENT",
+                "to.stepExecutionId",
+            ),
+            (
+                {"runId": old, "to": {"kind": "BEGINNING"}, "reason": "nul \u0000 here"},
+                400,
+                "INVALID_ARGUMENT",
+                "reason",
+            ),
+            (
+                {"runId": old, "to": {"kind": "EVENT", "eventId": 2**63}},
+                422,
+                "VALIDATION_ERROR",
+                None,
             ),
             ({"runId": "other", "to": {"kind": "BEGINNING"}}, 404, "FLOW_NOT_FOUND", None),
             ({"to": {"kind": "BEGINNING"}}, 422, "VALIDATION_ERROR", None),
