@@ -69,14 +69,24 @@ class CommittedState:
         #: database may already see that batch, so their copies may be older than a read.
         self._committing: set[str] | None = set()
 
-    def snapshot(self, flow_id: str, run_id: str | None, plan: LoadPlan) -> Snapshot | None:
+    def snapshot(
+        self, flow_id: str, run_id: str | None, plan: LoadPlan, *, overlaid: bool = False
+    ) -> Snapshot | None:
         """Return what reading ``plan`` for the Flow's latest run (or ``run_id``) returns, or
-        None when the copy does not know every key the plan reads."""
+        None when the copy does not know every key the plan reads.
+
+        While a batch with a commit of the Flow is on its way, a read of the database may
+        already see it: a caller whose reads must never go back in time (GetAttributes after
+        a waitForFlow saw the run close) is not served. An ``overlaid`` caller (an RPC or a
+        Step) is: it lays the handed-off units on its snapshot, and the locks it holds are
+        released only after that batch is answered, so a copy as of just before the batch is
+        a snapshot it could have read a moment earlier.
+        """
         copy = self._copies.get(flow_id)
         if copy is None or not cacheable(plan):
             return None
         committing = self._committing
-        if committing is None or flow_id in committing:
+        if not overlaid and (committing is None or flow_id in committing):
             return None
         if run_id is not None and run_id != copy.run.run_id:
             return None

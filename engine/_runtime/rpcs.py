@@ -223,7 +223,9 @@ class RPCExecutor:
             snapshot = handed_off_snapshot(after, plan.loads, run_id, spec.singletons)
             if snapshot is None:
                 snapshot = overlay(
-                    await self._snapshots.read(flow_id, run_id, plan.loads), after, plan.loads
+                    await self._snapshots.read(flow_id, run_id, plan.loads, overlaid=transactional),
+                    after,
+                    plan.loads,
                 )
             if snapshot is not None and snapshot.run.flow_type == flow_type:
                 self._remember(flow_id, flow_type)

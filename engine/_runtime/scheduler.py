@@ -280,7 +280,9 @@ class Scheduler:
         # An RPC that released these locks early may not have committed yet (see ``handoff``).
         attempt.after = self._committer.handoffs.pending(step.flow_id)
         snapshot = overlay(
-            await self._snapshots.read(step.flow_id, step.run_id, plan), attempt.after, plan
+            await self._snapshots.read(step.flow_id, step.run_id, plan, overlaid=True),
+            attempt.after,
+            plan,
         )
         if snapshot is None or not snapshot.run.is_running:
             self._stop(attempt)

@@ -33,12 +33,18 @@ class Snapshots:
         #: Copies of committed state, when this process is the database's only writer.
         self._committed = committed
 
-    async def read(self, flow_id: str, run_id: str | None, plan: LoadPlan) -> Snapshot | None:
-        """Read the run (the given one, or the Flow's latest) with what ``plan`` loads."""
+    async def read(
+        self, flow_id: str, run_id: str | None, plan: LoadPlan, *, overlaid: bool = False
+    ) -> Snapshot | None:
+        """Read the run (the given one, or the Flow's latest) with what ``plan`` loads.
+
+        ``overlaid``: the caller lays handed-off units over the snapshot (an RPC or a Step;
+        see ``CommittedState.snapshot``).
+        """
         committed = self._committed
         if committed is None:
             return await reads.load_snapshot(self._database, flow_id, run_id, plan)
-        found = committed.snapshot(flow_id, run_id, plan)
+        found = committed.snapshot(flow_id, run_id, plan, overlaid=overlaid)
         if found is not None:
             return found
         commits = committed.commits

@@ -1,7 +1,8 @@
 """Commit numbers, history and the change log of one commit unit.
 
 Every unit that changes a run gives that change the run's next commit number
-(``runs.commit_seq``, taken on first need with the run already locked by the unit). History
+(``runs.commit_seq``): the statement that locks the run takes it (``rows.lock_run``), or,
+for a run locked otherwise, one UPDATE on first need. History
 events, Step executions' transitions and the change log's rows carry it, so the state of a run
 right after any of its commits can be read back: the Attribute values, pending Channel
 messages and pending Step executions of that moment (time travel, as-of reads).
@@ -52,6 +53,16 @@ class Journal:
         self._runs: dict[str, list[Any]] = {}  # run ID -> [commit number, logged, next pos]
         self._history: list[dict[str, Any]] = []
         self._log: list[dict[str, Any]] = []
+
+    def numbered(self, run_id: str) -> bool:
+        """Return True once the run has this unit's commit number."""
+        found = self._runs.get(run_id)
+        return found is not None and found[0] is not None
+
+    def took(self, run_id: str, commit_seq: int, logged: bool) -> None:
+        """Note the number a locking statement took for the run (a run that keeps no log
+        took none: 0)."""
+        self._runs[run_id] = [commit_seq if logged else 0, logged, 0]
 
     def known(self, run_id: str, logged: bool) -> None:
         """Note whether a run the unit locked keeps a change log (before it takes a number)."""

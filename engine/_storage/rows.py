@@ -45,6 +45,8 @@ from engine._storage.statements import (
     _REQUEUE_STEP,
     _RUN_AND_ATTEMPT,
     _STATUS,
+    _TAKE_RUN,
+    _TAKE_RUN_AND_ATTEMPT,
     CLAIMANT,
     _claims,
     _counts,
@@ -78,7 +80,17 @@ class LatestRun(LockedRun):
 
 
 def lock_run(conn: Connection, run_id: str) -> LockedRun | None:
-    """Lock ``run_id`` for this transaction and return it; None when there is no such run."""
+    """Lock ``run_id`` for this transaction and return it; None when there is no such run.
+
+    Inside a journaled unit the same statement takes the run's commit number.
+    """
+    log = conn.info.get(JOURNAL)
+    if log is not None and not log.numbered(run_id):
+        row = _TAKE_RUN.first(conn, {"b_run_id": run_id})
+        if row is None:
+            return None
+        log.took(run_id, row.commit_seq, bool(row.change_log))
+        return LockedRun(row.run_id, row.flow_id, row.flow_type, _STATUS[row.status])
     statement = _LOCKING.get(conn.dialect.name, _FOR_UPDATE)[0]
     row = statement.first(conn, {"run_id": run_id})
     if row is None:
@@ -97,7 +109,10 @@ def lock_run_at_attempt(
         if run is None or not run.is_running:
             return None
         return run if attempt_is_current(conn, step_id, attempt, fence) else None
-    row = _RUN_AND_ATTEMPT.first(conn, {"run_id": run_id, "step_id": step_id})
+    log = conn.info.get(JOURNAL)
+    taking = log is not None and not log.numbered(run_id)
+    statement = _TAKE_RUN_AND_ATTEMPT if taking else _RUN_AND_ATTEMPT
+    row = statement.first(conn, {"run_id": run_id, "b_run_id": run_id, "step_id": step_id})
     if (
         row is None
         or row.status != RunStatus.RUNNING
@@ -105,8 +120,12 @@ def lock_run_at_attempt(
         or row.attempt != attempt
         or row.fence != fence
     ):
-        return None
-    _known(conn, row)
+        return None  # the unit fails (stale attempt): its number goes with its rollback
+    if taking:
+        assert log is not None
+        log.took(run_id, row.commit_seq, bool(row.change_log))
+    else:
+        _known(conn, row)
     return LockedRun(row.run_id, row.flow_id, row.flow_type, RunStatus.RUNNING)
 
 

@@ -60,6 +60,45 @@ _RUN_AND_ATTEMPT = Prepared(
     .outerjoin(_se, _se.c.id == bindparam("step_id"))
     .where(t.runs.c.run_id == bindparam("run_id"))
 )
+# A unit that locks a run takes the run's next commit number in the same statement (see
+# ``journal``): an UPDATE locks the row as FOR UPDATE did (PostgreSQL) and returns it as the
+# SELECT did, so numbering commits costs no statement of its own. A run that keeps no change
+# log takes none.
+_NEXT_COMMIT = t.runs.c.commit_seq + case((t.runs.c.change_log.is_(True), 1), else_=0)
+_TAKE = (
+    update(t.runs).where(t.runs.c.run_id == bindparam("b_run_id")).values(commit_seq=_NEXT_COMMIT)
+)
+_TAKE_RUN = Prepared(
+    _TAKE.returning(
+        t.runs.c.run_id,
+        t.runs.c.flow_id,
+        t.runs.c.flow_type,
+        t.runs.c.status,
+        t.runs.c.change_log,
+        t.runs.c.commit_seq,
+    )
+)
+
+
+def _of_step(column: Any) -> Any:
+    return select(column).where(_se.c.id == bindparam("step_id")).scalar_subquery()
+
+
+# SQLite's Step commit: the run, its number and the attempt in one statement, as
+# _RUN_AND_ATTEMPT reads them (its single writer runs one unit at a time).
+_TAKE_RUN_AND_ATTEMPT = Prepared(
+    _TAKE.returning(
+        t.runs.c.run_id,
+        t.runs.c.flow_id,
+        t.runs.c.flow_type,
+        t.runs.c.status,
+        t.runs.c.change_log,
+        t.runs.c.commit_seq,
+        _of_step(_se.c.state).label("state"),
+        _of_step(_se.c.attempt).label("attempt"),
+        _of_step(_se.c.fence).label("fence"),
+    )
+)
 #: ``conn.info`` key: the ID of the process whose commits claim the Steps they queue (set on
 #: the connections of a shared database; absent on SQLite, whose Steps are never claimed).
 CLAIMANT = "dexlite.claimant"

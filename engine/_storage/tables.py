@@ -243,10 +243,10 @@ class ChangeLogRow(SQLModel, table=True):
     """
 
     __tablename__ = "change_log"
-    # Written on every commit, read only by travels and as-of reads: one B-tree keyed by
-    # (run, commit, position) and nothing else (on SQLite without a rowid table beside it),
-    # so a write costs its row and no index entries.
-    __table_args__ = ({"sqlite_with_rowid": False},)
+    # Written on every commit, read only by travels and as-of reads: keyed by (run, commit,
+    # position) and no other index. (Not WITHOUT ROWID on SQLite: logged values are often
+    # large, a whole AttributeMap instance, and such rows belong in a rowid table's overflow
+    # pages, not in an index B-tree.)
 
     run_id: str = Field(primary_key=True)
     commit_seq: int = Field(sa_column=Column(BigInteger, primary_key=True))

@@ -207,6 +207,8 @@ def test_copies_of_flows_whose_commit_is_on_its_way_are_not_served() -> None:
     committed.committing([CommitResult((change,)), "not a CommitResult"])
     assert committed.snapshot("a", None, plan) is None
     assert committed.snapshot("b", None, plan) is not None  # not in the batch
+    # An RPC or a Step lays the handed-off units over its snapshot: it is served.
+    assert committed.snapshot("a", None, plan, overlaid=True) is not None
     committed.committed(CommitResult((change,)))
     committed.settled()
     assert committed.snapshot("a", None, plan) is not None

@@ -91,7 +91,6 @@ def upgrade() -> None:
             sa.Column("value", TEXT, nullable=True),
             sa.Column("at", sa.BigInteger(), nullable=True),
             sa.Column("external", sa.Boolean(), nullable=False),
-            sqlite_with_rowid=False,
         )
     names = {u["name"] for u in inspector.get_unique_constraints("channel_messages")}
     if "uq_channel_messages_run_message" in names:
