@@ -31,6 +31,7 @@ MODULES = [
     "channels",
     "search",
     "postgres",
+    "change_log",
 ]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 

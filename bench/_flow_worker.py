@@ -1,16 +1,18 @@
 """One measured run of the flow_throughput scenario, in a process of its own.
 
-``python -m bench._flow_worker SIDE STEPS N CONCURRENCY WARMUP DIR [--wal]`` runs WARMUP
-unmeasured then N measured 3-Step Flows to completion, at most CONCURRENCY in flight, on a
-SQLite file in DIR, and prints one ``FLOWJSON {...}`` line with the figures. SIDE is
+``python -m bench._flow_worker SIDE STEPS N CONCURRENCY WARMUP DIR [--wal] [--no-change-log]``
+runs WARMUP unmeasured then N measured 3-Step Flows to completion, at most CONCURRENCY in
+flight, on a SQLite file in DIR, and prints one ``FLOWJSON {...}`` line with the figures. SIDE is
 ``dexlite`` (an in-process engine.Engine) or ``dbos`` (DBOS Transact, system database on
 SQLite); STEPS is ``async`` (``async def`` Steps) or ``def``, or ``subflows``: instead of the
 3-Step Flow, a parent that starts three one-Step children and completes with the sum of their
 outputs (``async def`` throughout; DBOS: a workflow starting three child workflows).
 ``--wal`` (DBOS only) switches the fresh DBOS database file to WAL before DBOS opens it; DBOS
-leaves SQLite's default rollback journal otherwise. Each run is a fresh interpreter on a fresh
-directory, so neither side inherits the other's (or an earlier scenario's) threads, caches or
-garbage.
+leaves SQLite's default rollback journal otherwise. ``--no-change-log`` (dexlite only) runs the
+engine with ``EngineConfig(change_log=False)`` (the change_log scenario); either way the figures
+count, in the database, the runs that keep a change log and the log's rows. Each run is a fresh
+interpreter on a fresh directory, so neither side inherits the other's (or an earlier
+scenario's) threads, caches or garbage.
 """
 
 from __future__ import annotations
@@ -194,7 +196,9 @@ async def _run_dexlite(args: argparse.Namespace) -> dict[str, Any]:
     expect = _expectation(args.steps)
     db_path = Path(args.dir) / "dexlite.db"
     config = engine.EngineConfig(
-        database_url=f"sqlite+aiosqlite:///{db_path}", blob_dir=str(Path(args.dir) / "blobs")
+        database_url=f"sqlite+aiosqlite:///{db_path}",
+        blob_dir=str(Path(args.dir) / "blobs"),
+        change_log=not args.no_change_log,
     )
     async with engine.Engine(engine.Registry(flows), config) as eng:
 
@@ -226,6 +230,22 @@ async def _run_dexlite(args: argparse.Namespace) -> dict[str, Any]:
         "journal_mode": _journal_mode(db_path),
         "synchronous": "FULL (EngineConfig default)",
         "driver": f"asyncio, {args.concurrency} in flight: start_flow + wait_for_flow",
+        "change_log": not args.no_change_log,
+        **_change_log_counts(db_path),
+    }
+
+
+def _change_log_counts(path: Path) -> dict[str, int]:
+    """Count, in the database, the runs that keep a change log, and the log's rows."""
+    with sqlite3.connect(path) as conn:
+        runs, logging = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(change_log), 0) FROM runs"
+        ).fetchone()
+        (rows,) = conn.execute("SELECT COUNT(*) FROM change_log").fetchone()
+    return {
+        "stored_runs": int(runs),
+        "runs_keeping_change_log": int(logging),
+        "change_log_rows": int(rows),
     }
 
 
@@ -320,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("warmup", type=int)
     parser.add_argument("dir")
     parser.add_argument("--wal", action="store_true", help="DBOS: put its database in WAL")
+    parser.add_argument(
+        "--no-change-log", action="store_true", help="dexlite: keep no change log for any run"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     raw = asyncio.run(_run_dexlite(args)) if args.side == "dexlite" else _run_dbos(args)

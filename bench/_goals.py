@@ -1,4 +1,5 @@
-"""Issue 12's goals as one table, read from the figures the scenarios returned.
+"""Issue 12's goals, and the change log's (rows ``log1``-``log3``), as one table, read from the
+figures the scenarios returned.
 
 One row per goal point: its number, what it measures, the figure, the target, the ratio, and
 PASS, FAIL or "not run". For a goal stated as a ratio (register/s over the SQLAlchemy
@@ -8,6 +9,11 @@ checks failed (a lost sequence, an unfinished Flow) FAILs whatever its ratio.
 
 Goal 5 (memory) does not fit in ``make bench``; its row comes from ``bench/results/memory.json``
 when ``make bench-memory`` has left one, with that run's date.
+
+The change log's rows: register/s and 3-Step Flows/s with the log on over the same with it off
+(the change_log scenario, same run, alternating rounds), at least 0.90 each; the bytes it adds
+per write, reported (target "report": PASS when its figures were checked against the database);
+its chunked append flatness is goal 6b, which chunked_append measures with the log on.
 """
 
 from __future__ import annotations
@@ -248,7 +254,7 @@ def _flat(results: Mapping[str, Any]) -> list[Goal]:
         figure = f"{p50_large:.2f} vs {p50_small:.2f} ms"
         rows.append(Goal("6a", what, figure, target, value, _at_most(value, 1.3, ok)))
     got, why = _scenario(results, "chunked_append")
-    what = "chunked append p50, large / small record count (in process; wider range)"
+    what = "chunked append p50, large / small records (in process, change log on)"
     if got is None:
         rows.append(_not_run("6b", what, target, why))
     else:
@@ -260,6 +266,57 @@ def _flat(results: Mapping[str, Any]) -> list[Goal]:
             f"{lat[f'chunked@{small}']['p50_ms']:.2f} at {small:,}"
         )
         rows.append(Goal("6b", what, figure, target, value, _at_most(value, 1.3, got["checks_ok"])))
+    return rows
+
+
+def _change_log(results: Mapping[str, Any]) -> list[Goal]:
+    what = [
+        ("log1", "register on one Flow over HTTP (32 conn.), change log on / off", "≥ 0.90×"),
+        ("log2", "3-Step Flows to completion (async def), change log on / off", "≥ 0.90×"),
+        ("log3", "bytes the change log adds per write: registration / counter RPC", "report"),
+    ]
+    got, why = _scenario(results, "change_log")
+    if got is None:
+        return [_not_run(g, w, t, why) for g, w, t in what]
+    reg, flows, written = got["register"], got["flows"], got["bytes"]
+    value = got["ratios"]["register_per_s_on_over_off"]
+    ok = bool(reg["state_ok"])
+    rows = [
+        Goal(
+            "log1",
+            what[0][1],
+            f"{reg['on']['ok_per_second']:,.0f} vs {reg['off']['ok_per_second']:,.0f} /s",
+            what[0][2],
+            value,
+            _at_least(value, 0.9, ok),
+            "" if ok else "a round's replies, stored state or log did not match",
+        )
+    ]
+    value = got["ratios"]["flows_per_s_on_over_off"]
+    ok = bool(flows["ok"])
+    rows.append(
+        Goal(
+            "log2",
+            what[1][1],
+            f"{flows['on']['flows_per_second']:,.0f} vs {flows['off']['flows_per_second']:,.0f}"
+            " Flows/s",
+            what[1][2],
+            value,
+            _at_least(value, 0.9, ok),
+            "" if ok else "not every Flow completed, or the runs' log flag did not match",
+        )
+    )
+    register, counter = written["register"], written["counter"]
+    figure = (
+        f"{register['added_per_op']['file_bytes']:,.0f} B/reg. "
+        f"({register['added_per_write']['file_bytes']:,.0f}/write); "
+        f"{counter['added_per_op']['file_bytes']:,.0f} B/RPC"
+    )
+    ok = bool(written["ok"])
+    note = f"file bytes after {written['writes']:,} of each, log on - off" + (
+        "" if ok else "; the stored state or log did not match"
+    )
+    rows.append(Goal("log3", what[2][1], figure, what[2][2], None, PASS if ok else FAIL, note))
     return rows
 
 
@@ -281,6 +338,7 @@ def goals(results: Mapping[str, Any], memory: Mapping[str, Any] | None) -> list[
         ("search", lambda: _search(results)),
         ("memory", lambda: _memory(memory)),
         ("chunked append", lambda: _flat(results)),
+        ("change_log", lambda: _change_log(results)),
     ]
     rows: list[Goal] = []
     for name, part in parts:
@@ -294,7 +352,9 @@ def goals(results: Mapping[str, Any], memory: Mapping[str, Any] | None) -> list[
 def print_goals(rows: list[Goal], quick: bool, info: Mapping[str, Any]) -> None:
     """Print the goals table, headed by the machine and versions it was measured on."""
     print()
-    title = "== goals (issue 12)" + (" -- QUICK sizes and durations" if quick else "")
+    title = "== goals (issue 12; log: the change log)" + (
+        " -- QUICK sizes and durations" if quick else ""
+    )
     print(title + " " + "=" * max(0, 79 - len(title)))
     print(
         f"  {info['nproc']} CPUs ({info['cpu_model']}), Python {info['python']}, "

@@ -51,3 +51,12 @@ def chunked_state(count: int) -> dict[str, Any]:
 def naive_state(count: int) -> dict[str, Any]:
     """Return NaiveSubscriberFlow initial Attributes holding ``count`` records in one list."""
     return {"Subscribers": [record(s) for s in range(1, count + 1)]}
+
+
+def archived_by(first: int, last: int) -> int:
+    """Return how many of the registrations with sequences ``first``..``last`` archived a chunk.
+
+    The registration of sequence s finds ``current`` full, and archives it (a third Attribute
+    write besides ``current`` and the archive state), when s > 1 and (s - 1) % CHUNK_SIZE == 0.
+    """
+    return sum(1 for s in range(max(first, 2), last + 1) if (s - 1) % CHUNK_SIZE == 0)
