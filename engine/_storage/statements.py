@@ -68,16 +68,11 @@ _NEXT_COMMIT = t.runs.c.commit_seq + case((t.runs.c.change_log.is_(True), 1), el
 _TAKE = (
     update(t.runs).where(t.runs.c.run_id == bindparam("b_run_id")).values(commit_seq=_NEXT_COMMIT)
 )
-_TAKE_RUN = Prepared(
-    _TAKE.returning(
-        t.runs.c.run_id,
-        t.runs.c.flow_id,
-        t.runs.c.flow_type,
-        t.runs.c.status,
-        t.runs.c.change_log,
-        t.runs.c.commit_seq,
-    )
+_TAKEN = tuple(
+    t.runs.c[name]
+    for name in ("run_id", "flow_id", "flow_type", "status", "change_log", "commit_seq")
 )
+_TAKE_RUN = Prepared(_TAKE.returning(*_TAKEN))
 
 
 def _of_step(column: Any) -> Any:
@@ -88,12 +83,7 @@ def _of_step(column: Any) -> Any:
 # _RUN_AND_ATTEMPT reads them (its single writer runs one unit at a time).
 _TAKE_RUN_AND_ATTEMPT = Prepared(
     _TAKE.returning(
-        t.runs.c.run_id,
-        t.runs.c.flow_id,
-        t.runs.c.flow_type,
-        t.runs.c.status,
-        t.runs.c.change_log,
-        t.runs.c.commit_seq,
+        *_TAKEN,
         _of_step(_se.c.state).label("state"),
         _of_step(_se.c.attempt).label("attempt"),
         _of_step(_se.c.fence).label("fence"),
