@@ -47,10 +47,12 @@ async def travel_back(eng: Engine) -> list[str]:
 @pytest.mark.parametrize(
     ("outcome", "policy", "reused"),
     [
-        ("complete", RESTART, True),  # a completed child's result is returned
-        ("fail", RESTART, False),  # a failed one starts again (the default)
-        ("fail", ATTACH, True),  # ATTACH returns the failed child's result
-        ("complete", ALWAYS, False),  # ALWAYS_RESTART starts again
+        ("complete", ATTACH, True),  # ATTACH returns a closed child's result, any status
+        ("fail", ATTACH, True),
+        ("complete", RESTART, True),  # the default returns a completed child's result...
+        ("fail", RESTART, False),  # ...and starts a failed one again
+        ("complete", ALWAYS, False),  # ALWAYS_RESTART starts again, whatever it ended with
+        ("fail", ALWAYS, False),
     ],
 )
 async def test_a_traveled_parent_meets_its_closed_child_under_the_reuse_policy(
