@@ -18,10 +18,11 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, bindparam, insert, update
+from sqlalchemy import Connection, insert
 
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
+from engine._storage.statements import _TAKE_RUN
 
 T = TypeVar("T")
 
@@ -31,12 +32,6 @@ JOURNAL = "dexlite.journal"
 #: Change-log kinds: an Attribute write, a Channel publication, a deletion, a consumption.
 WRITE, PUBLISH, DELETE, CONSUME = "W", "P", "D", "C"
 
-_NEXT_COMMIT = Prepared(
-    update(t.runs)
-    .where(t.runs.c.run_id == bindparam("b_run_id"))
-    .values(commit_seq=t.runs.c.commit_seq + 1)
-    .returning(t.runs.c.commit_seq, t.runs.c.change_log)
-)
 _INSERT_HISTORY = Prepared(insert(t.history))
 _INSERT_LOG = Prepared(insert(t.change_log))
 
@@ -59,11 +54,6 @@ class Journal:
         found = self._runs.get(run_id)
         return found is not None and found[0] is not None
 
-    def took(self, run_id: str, commit_seq: int, logged: bool) -> None:
-        """Note the number a locking statement took for the run (a run that keeps no log
-        took none: 0)."""
-        self._runs[run_id] = [commit_seq if logged else 0, logged, 0]
-
     def known(self, run_id: str, logged: bool) -> None:
         """Note whether a run the unit locked keeps a change log (before it takes a number)."""
         if run_id not in self._runs:
@@ -79,15 +69,17 @@ class Journal:
             if found is not None and not found[1]:
                 found[0] = 0
                 return 0
-            row = _NEXT_COMMIT.first(conn, {"b_run_id": run_id})
+            row = _TAKE_RUN.first(conn, {"b_run_id": run_id})
             if row is None:
                 raise LookupError(f"run {run_id} does not exist")
-            found = self._runs[run_id] = [int(row[0]), bool(row[1]), 0]
+            self.took(run_id, row.commit_seq, bool(row.change_log))
+            found = self._runs[run_id]
         return int(found[0])
 
-    def begin(self, run_id: str, commit: int, logged: bool) -> None:
-        """Note a run this unit creates (its row says ``commit``: no bump needed)."""
-        self._runs[run_id] = [commit, logged, 0]
+    def took(self, run_id: str, commit: int, logged: bool) -> None:
+        """Note the number this unit took for the run (the statement that locked it, or the
+        insert of a run it creates); a run that keeps no change log takes none (0)."""
+        self._runs[run_id] = [commit if logged else 0, logged, 0]
 
     def history(
         self,

@@ -95,7 +95,6 @@ def lock_run(conn: Connection, run_id: str) -> LockedRun | None:
     row = statement.first(conn, {"run_id": run_id})
     if row is None:
         return None
-    _known(conn, row)
     return LockedRun(row.run_id, row.flow_id, row.flow_type, _STATUS[row.status])
 
 
@@ -124,8 +123,6 @@ def lock_run_at_attempt(
     if taking:
         assert log is not None
         log.took(run_id, row.commit_seq, bool(row.change_log))
-    else:
-        _known(conn, row)
     return LockedRun(row.run_id, row.flow_id, row.flow_type, RunStatus.RUNNING)
 
 
@@ -140,8 +137,8 @@ def lock_latest_run(conn: Connection, flow_id: str) -> LatestRun | None:
 
 
 def _known(conn: Connection, row: Any) -> None:
-    """Tell the unit's journal whether the run it locked keeps a change log: one that keeps
-    none takes no commit numbers (nothing would read them)."""
+    """Tell the unit's journal whether a run locked without taking its number keeps a
+    change log: one that keeps none takes no commit numbers (nothing would read them)."""
     found = conn.info.get(JOURNAL)
     if found is not None:
         found.known(row.run_id, bool(row.change_log))
@@ -162,7 +159,7 @@ def attempt_is_current(conn: Connection, step_id: str, attempt: int, fence: int 
 def insert_run(conn: Connection, request: StartRequest, now: int, commit: int = 1) -> None:
     """Insert the run row of a start: the start is its first commit (a traveled run's is the
     travel's, after the commits it copied)."""
-    journal(conn).begin(request.run_id, commit, request.change_log)
+    journal(conn).took(request.run_id, commit, request.change_log)
     _INSERT_RUN.many(
         conn,
         [

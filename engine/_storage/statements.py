@@ -18,9 +18,9 @@ from engine._storage.records import RunStatus, StepState
 _se = t.step_executions
 
 
-_READ_RUN = select(
-    t.runs.c.run_id, t.runs.c.flow_id, t.runs.c.flow_type, t.runs.c.status, t.runs.c.change_log
-).where(t.runs.c.run_id == bindparam("run_id"))
+_READ_RUN = select(t.runs.c.run_id, t.runs.c.flow_id, t.runs.c.flow_type, t.runs.c.status).where(
+    t.runs.c.run_id == bindparam("run_id")
+)
 _READ_LATEST_RUN = (
     select(
         t.runs.c.run_id,
@@ -51,7 +51,6 @@ _RUN_AND_ATTEMPT = Prepared(
         t.runs.c.flow_id,
         t.runs.c.flow_type,
         t.runs.c.status,
-        t.runs.c.change_log,
         _se.c.state,
         _se.c.attempt,
         _se.c.fence,
