@@ -98,6 +98,27 @@ def check_unicode(value: str, what: str) -> str:
     return value
 
 
+def check_text(value: str, what: str) -> str:
+    """Return ``value`` if every database can store it: valid Unicode, and no U+0000
+    (PostgreSQL text holds none)."""
+    if "\x00" in value:
+        raise InvalidArgumentError(
+            f"{what} must not contain the NUL character (U+0000)", field=what
+        )
+    return check_unicode(value, what)
+
+
+#: History events are numbered from 1 within their run; a number fits 64 bits.
+MAX_EVENT_NUMBER = 2**63 - 1
+
+
+def check_event_number(value: Any, what: str) -> int:
+    """Return ``value`` if it is a history event number: a positive 64-bit integer."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_EVENT_NUMBER:
+        raise InvalidArgumentError(f"{what} must be a positive event number", field=what)
+    return value
+
+
 def to_datetime(us: int | None) -> datetime | None:
     """Convert stored microseconds to an aware UTC datetime."""
     return None if us is None else datetime.fromtimestamp(us / 1_000_000, UTC)

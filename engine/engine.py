@@ -206,11 +206,9 @@ class Engine:
         that history event of the run (numbered from 1), from its change log: what a time
         travel to that event restores. Hard-delete values are never kept: they are absent.
         """
-        if as_of_event_id is not None:
-            return await self._services.travel.attributes_as_of(
-                flow_id, names, run_id, as_of_event_id, decoded=True
-            )
-        return await self._services.attributes.get(flow_id, names, run_id, decoded=True)
+        return await self._services.attributes.get(
+            flow_id, names, run_id, decoded=True, as_of_event_id=as_of_event_id
+        )
 
     async def get_attributes_json(
         self,
@@ -222,11 +220,9 @@ class Engine:
     ) -> AttributeValues:
         """Like :meth:`get_attributes`, with each value as its JSON data (what the REST API
         answers: bytes as ``{"$bytes": ...}``, datetimes as ISO-8601 text, models as objects)."""
-        if as_of_event_id is not None:
-            return await self._services.travel.attributes_as_of(
-                flow_id, names, run_id, as_of_event_id, decoded=False
-            )
-        return await self._services.attributes.get(flow_id, names, run_id)
+        return await self._services.attributes.get(
+            flow_id, names, run_id, as_of_event_id=as_of_event_id
+        )
 
     async def set_attributes(
         self, flow_id: str, values: Mapping[str, Any], run_id: str | None = None

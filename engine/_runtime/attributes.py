@@ -8,14 +8,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine import _codec
-from engine._ids import check_id, check_unicode, new_owner_token, state_key
+from engine._ids import check_event_number, check_id, check_text, new_owner_token, state_key
 from engine._runtime import effects
 from engine._runtime.committer import Committer
 from engine._runtime.names import parse_key, parse_values
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots, shared_keys
 from engine._specs import FlowSpec
-from engine._storage import commits, reads
+from engine._storage import commits, past, reads
 from engine._storage.records import LoadPlan, StagedEffects
 from engine.clock import Clock, to_micros
 from engine.errors import FlowNotActiveOrNotFoundError, FlowNotFoundError, InvalidArgumentError
@@ -46,16 +46,25 @@ class Attributes:
         self._clock = clock
 
     async def get(
-        self, flow_id: str, names: Iterable[str], run_id: str | None, *, decoded: bool = False
+        self,
+        flow_id: str,
+        names: Iterable[str],
+        run_id: str | None,
+        *,
+        decoded: bool = False,
+        as_of_event_id: int | None = None,
     ) -> AttributeValues:
         """Read Attributes and map instances of one committed state (see the Engine): as JSON
-        data, or (``decoded``) decoded with their definitions, all or nothing."""
+        data, or (``decoded``) decoded with their definitions, all or nothing; with
+        ``as_of_event_id``, the state right after the commit that wrote that history event."""
         check_id(flow_id, "flowId")
         wanted = list(dict.fromkeys(names))
         for name in wanted:
             if not isinstance(name, str) or not name:
                 raise InvalidArgumentError("name: names must be non-empty strings", field="name")
-            check_unicode(name, "name")
+            check_text(name, "name")
+        if as_of_event_id is not None:
+            return await self._as_of(flow_id, wanted, run_id, as_of_event_id, decoded)
         # One read: the keys are split as written, then checked against the run's Flow type.
         plan = (
             LoadPlan(
@@ -78,15 +87,37 @@ class Attributes:
                 parse_key(spec, name, "name")
         shared = [] if spec is None else shared_keys(spec, snapshot, plan)
         texts = await self._snapshots.texts(snapshot, shared)
-        if decoded and spec is not None:  # a Flow type this engine no longer knows: JSON
-            # Every value decodes with its definition before any is returned (the seed's Client).
-            values = {
-                state_key(n, i): _codec.decode(spec.states[n].value_type, text)
-                for (n, i), text in sorted(texts.items())
-            }
-        else:
-            values = {state_key(n, i): json.loads(text) for (n, i), text in sorted(texts.items())}
-        return AttributeValues(flow_id, snapshot.run.run_id, values)
+        return AttributeValues(flow_id, snapshot.run.run_id, _values(spec, texts, decoded))
+
+    async def _as_of(
+        self, flow_id: str, wanted: list[str], run_id: str | None, event_id: int, decoded: bool
+    ) -> AttributeValues:
+        """Read the values right after the commit that wrote history event ``event_id`` of
+        the run, from its change log. Hard-delete values are never logged: they are absent."""
+        if run_id is not None:
+            check_id(run_id, "runId")
+        check_event_number(event_id, "asOfEventId")
+        keys = [_split(n) for n in wanted] if wanted else None
+        found = await self._database.read(
+            lambda conn: past.as_of(conn, flow_id, run_id, event_id, keys)
+        )
+        if found is None:
+            raise FlowNotFoundError(
+                f"Flow {flow_id} was not found", flow_id=flow_id, operation="getAttributes"
+            )
+        spec: FlowSpec | None = None
+        if wanted or found.flow_type in self._registry.flow_types:
+            spec = self._registry.spec(found.flow_type)
+            for name in wanted:
+                parse_key(spec, name, "name")
+        texts = {
+            (v.name, v.instance): v.value
+            for v in found.values
+            if spec is None
+            or (state := spec.states.get(v.name)) is None
+            or not state.hard_delete_on_null
+        }
+        return AttributeValues(flow_id, found.run_id, _values(spec, texts, decoded))
 
     async def set(
         self, flow_id: str, values: Mapping[str, Any], run_id: str | None
@@ -143,6 +174,20 @@ class Attributes:
         else:
             await self._locks.commit_releasing(flow_id, owner, unit, self._committer.commit)
         return flow_id, run.run_id
+
+
+def _values(
+    spec: FlowSpec | None, texts: Mapping[tuple[str, str], str], decoded: bool
+) -> dict[str, Any]:
+    """Return stored values by wire key: as JSON data, or (``decoded``) decoded with their
+    definitions; a Flow type this engine no longer knows gives JSON."""
+    if decoded and spec is not None:
+        # Every value decodes with its definition before any is returned (the seed's Client).
+        return {
+            state_key(n, i): _codec.decode(spec.states[n].value_type, text)
+            for (n, i), text in sorted(texts.items())
+        }
+    return {state_key(n, i): json.loads(text) for (n, i), text in sorted(texts.items())}
 
 
 def _split(key: str) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""Time travel and as-of reads: the client calls over ``_storage.travel`` and ``_storage.past``.
+"""Time travel: the client calls over ``_storage.travel`` (as-of reads are GetAttributes').
 
 A travel is one commit unit (see ``_storage.travel``); its result goes to the commit listener
 like any other: the old run's attempts stop and release their locks, its waiters wake, the new
@@ -8,19 +8,16 @@ matching latest run in a commit of its own.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from engine import _codec
-from engine._ids import check_id, check_unicode, new_id, state_key
+from engine._ids import check_event_number, check_id, check_text, new_id, state_key
 from engine._runtime.committer import Committer
 from engine._runtime.flows import FlowQueries
-from engine._runtime.names import parse_key
 from engine._runtime.ports import Database
 from engine._specs import FlowSpec
-from engine._storage import past, reads
+from engine._storage import reads
 from engine._storage import travel as storage
 from engine._storage.indexes import index_write
 from engine._storage.records import IndexWrite
@@ -33,7 +30,6 @@ from engine.errors import (
     InvalidArgumentError,
 )
 from engine.registry import Registry
-from engine.results import AttributeValues
 from engine.travel import (
     BulkTimeTravelResult,
     FlowRunRef,
@@ -50,11 +46,10 @@ MAX_REASON_LENGTH = 1000
 #: What a travel by query takes at most, and by default.
 MAX_BULK_LIMIT, DEFAULT_BULK_LIMIT = 1000, 100
 _BULK_POINTS = (TravelPointKind.BEGINNING, TravelPointKind.STEP_TYPE)
-MAX_INT64 = 2**63 - 1
 
 
 class TimeTravel:
-    """timeTravelFlow, timeTravelFlows and as-of reads of Attributes."""
+    """timeTravelFlow and timeTravelFlows."""
 
     def __init__(
         self,
@@ -177,54 +172,6 @@ class TimeTravel:
                 break
         return found
 
-    async def attributes_as_of(
-        self,
-        flow_id: str,
-        names: Iterable[str],
-        run_id: str | None,
-        event_id: int,
-        *,
-        decoded: bool,
-    ) -> AttributeValues:
-        """Read Attributes as they were right after the commit that wrote history event
-        ``event_id`` of the run (the latest when ``run_id`` is None). Hard-delete values are
-        never logged: they are absent."""
-        check_id(flow_id, "flowId")
-        if run_id is not None:
-            check_id(run_id, "runId")
-        _event_number(event_id, "asOfEventId")
-        wanted = list(dict.fromkeys(names))
-        for name in wanted:
-            if not isinstance(name, str) or not name:
-                raise InvalidArgumentError("name: names must be non-empty strings", field="name")
-            _text(name, "name")
-        keys = [_split(n) for n in wanted] if wanted else None
-        found = await self._database.read(
-            lambda conn: past.as_of(conn, flow_id, run_id, event_id, keys)
-        )
-        if found is None:
-            raise FlowNotFoundError(
-                f"Flow {flow_id} was not found", flow_id=flow_id, operation="getAttributes"
-            )
-        spec = self._registry.spec(found.flow_type) if wanted else None
-        if spec is not None:
-            for name in wanted:
-                parse_key(spec, name, "name")
-        if spec is None and found.flow_type in self._registry.flow_types:
-            spec = self._registry.spec(found.flow_type)
-        values: dict[str, Any] = {}
-        for value in sorted(found.values, key=lambda v: (v.name, v.instance)):
-            state = None if spec is None else spec.states.get(value.name)
-            if state is not None and state.hard_delete_on_null:
-                continue
-            if decoded and state is not None:
-                values[state_key(value.name, value.instance)] = _codec.decode(
-                    state.value_type, value.value
-                )
-            else:
-                values[state_key(value.name, value.instance)] = json.loads(value.value)
-        return AttributeValues(flow_id, found.run_id, values)
-
     def _spec(self, flow_type: str, flow_id: str) -> FlowSpec:
         try:
             return self._registry.spec(flow_type)
@@ -243,23 +190,7 @@ def _reason(reason: Any) -> str:
         raise InvalidArgumentError(
             f"reason must be at most {MAX_REASON_LENGTH} characters", field="reason"
         )
-    return _text(reason, "reason")
-
-
-def _text(value: str, field: str) -> str:
-    """Return ``value`` if every database can store it (PostgreSQL text holds no U+0000)."""
-    if "\x00" in value:
-        raise InvalidArgumentError(
-            f"{field} must not contain the NUL character (U+0000)", field=field
-        )
-    return check_unicode(value, field)
-
-
-def _event_number(value: Any, field: str) -> int:
-    """Return a history event number: a positive 64-bit integer."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT64:
-        raise InvalidArgumentError(f"{field} must be a positive event number", field=field)
-    return value
+    return check_text(reason, "reason")
 
 
 def _point(spec: FlowSpec, to: Any) -> storage.Point:
@@ -277,7 +208,7 @@ def _point(spec: FlowSpec, to: Any) -> storage.Point:
     if kind == TravelPointKind.BEGINNING:
         return storage.Point(kind.value, shown=shown)
     if kind == TravelPointKind.EVENT:
-        event = _event_number(to.event_id, "to.eventId")
+        event = check_event_number(to.event_id, "to.eventId")
         return storage.Point(kind.value, event_id=event, shown=shown | {"eventId": event})
     if kind == TravelPointKind.TIME:
         at = to.at
@@ -295,7 +226,7 @@ def _point(spec: FlowSpec, to: Any) -> storage.Point:
         name = to.step_type_name
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError("to.stepType must name a Step type", field="to.stepType")
-        if _text(name, "to.stepType") not in spec.steps:
+        if check_text(name, "to.stepType") not in spec.steps:
             raise InvalidArgumentError(
                 f"to.stepType: Flow type {spec.flow_type} has no Step type {name}",
                 field="to.stepType",
@@ -307,7 +238,7 @@ def _point(spec: FlowSpec, to: Any) -> storage.Point:
             "to.stepExecutionId must name a Step execution (<StepType>-<n>)",
             field="to.stepExecutionId",
         )
-    _text(execution, "to.stepExecutionId")
+    check_text(execution, "to.stepExecutionId")
     try:
         method = StepMethod(to.method)
     except ValueError:
@@ -336,8 +267,3 @@ def _indexer(spec: FlowSpec) -> Indexer:
             return None  # a value its definition no longer takes keeps its row, unindexed
 
     return index
-
-
-def _split(key: str) -> tuple[str, str]:
-    name, _, instance = key.partition("/")
-    return name, instance
