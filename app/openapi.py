@@ -8,8 +8,9 @@ operation (the bundled examples' and any later route's alike):
 - every status of 400 and above is the ``Problem`` schema under ``application/problem+json``;
 - an operation with parameters or a body documents 422; one with a body also 413; one naming
   a Flow ID (path or query) also 400, for an ID the engine refuses (``/``, control characters);
-- the protected operations document 401 with ``WWW-Authenticate`` and name the bearer scheme;
-- a 409 or 429 may carry ``Retry-After``, and every answer carries ``X-Request-ID``;
+- the protected operations document 401 with ``WWW-Authenticate`` and name the bearer scheme,
+  and 503 (the database cannot be reached or did not answer in time);
+- a 409, 429 or 503 may carry ``Retry-After``, and every answer carries ``X-Request-ID``;
 - an optional parameter is documented by its type, not as nullable;
 - a schema only requests use states its fields' defaults in words, not as ``default``:
   generators (openapi-typescript) read a ``default`` as "always present", which is true of a
@@ -179,13 +180,19 @@ def _rewrite_operation(path: str, operation: dict[str, Any]) -> None:
         errors.add(400)
     if path.startswith(PROTECTED_PREFIXES):
         errors.add(401)
+        errors.add(503)  # every one of them reaches the database
         # Either no token (the default) or the bearer token, as the server is configured.
         operation["security"] = [{}, {"bearerAuth": []}]
     for status in sorted(errors):
         entry = responses.setdefault(str(status), {})
         entry.setdefault("description", TITLES.get(status, "Error"))
         entry["content"] = {PROBLEM_JSON: {"schema": {"$ref": PROBLEM_REF}}}
-        header = {401: "WWW-Authenticate", 409: "Retry-After", 429: "Retry-After"}.get(status)
+        header = {
+            401: "WWW-Authenticate",
+            409: "Retry-After",
+            429: "Retry-After",
+            503: "Retry-After",
+        }.get(status)
         if header:
             entry["headers"] = {header: {"$ref": f"#/components/headers/{header}"}}
     for entry in responses.values():

@@ -27,6 +27,7 @@ STATUS_BY_BASE: list[tuple[type[engine.EngineError], int]] = [
     (engine.ConflictError, 409),
     (engine.ResourceExhaustedError, 429),
     (engine.RPCTimeoutError, 504),
+    (engine.UnavailableError, 503),
     (engine.RPCHandlerError, 500),
     # Programming errors raised inside a handler reach the caller as a handler error.
     (engine.ProgrammingError, 500),
@@ -86,11 +87,6 @@ HTTP_CODES = (
         "PAYLOAD_TOO_LARGE",
         413,
         "The request body is larger than DEXLITE_MAX_REQUEST_BYTES allows.",
-    ),
-    ProblemCode(
-        "UNAVAILABLE",
-        503,
-        "The engine is not serving yet (still recovering) or any more (shutting down); retry.",
     ),
     ProblemCode("INTERNAL", 500, "An unexpected error: a bug in dexlite. Please report it."),
 )

@@ -94,6 +94,30 @@ class Settings(BaseSettings):
     database_pool_size: int = Field(
         20, ge=1, description="PostgreSQL: connections each process keeps open."
     )
+    database_connect_timeout: float = Field(
+        5.0,
+        gt=0,
+        description="PostgreSQL: seconds to reach the server and log in before a request "
+        "answers 503 UNAVAILABLE.",
+    )
+    database_pool_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="PostgreSQL: seconds to wait for a free pooled connection before a request "
+        "answers 503 UNAVAILABLE.",
+    )
+    database_statement_timeout: float = Field(
+        30.0,
+        ge=0,
+        description="PostgreSQL: seconds one statement may run (statement_timeout) before "
+        "the request answers 503 UNAVAILABLE; 0 sets no limit.",
+    )
+    database_lock_timeout: float = Field(
+        10.0,
+        ge=0,
+        description="PostgreSQL: seconds one wait for a row or advisory lock may last "
+        "(lock_timeout) before the request answers 503 UNAVAILABLE; 0 sets no limit.",
+    )
     lease_seconds: float = Field(
         15.0,
         gt=0,

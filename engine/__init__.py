@@ -38,6 +38,7 @@ from engine.errors import (
     RPCNotFoundError,
     RPCTimeoutError,
     StreamNotFoundError,
+    UnavailableError,
 )
 from engine.flow import Flow, FlowTimeoutHandlerOptions, RPCResult, rpc
 from engine.options import (
@@ -207,6 +208,7 @@ __all__ = [
     "Timer",
     "TravelPoint",
     "TravelPointKind",
+    "UnavailableError",
     "Wait",
     "WaitMode",
     "dead_end",

@@ -34,6 +34,13 @@ class EngineConfig:
     #: Past it a connection is closed as it is returned and opened anew for the next unit,
     #: a backend's fork and login each time: keep it above the units usually in flight.
     database_pool_size: int = 20
+    #: PostgreSQL: seconds to wait for the server (a connect, a free pooled connection, one
+    #: statement, one lock wait) before a call fails with UnavailableError; 0 turns the
+    #: statement or lock limit off.
+    database_connect_timeout: float = 5.0
+    database_pool_timeout: float = 10.0
+    database_statement_timeout: float = 30.0
+    database_lock_timeout: float = 10.0
     #: PostgreSQL: how long a process's claims and RPC locks outlive its last lease renewal.
     lease_seconds: float = 15.0
     #: PostgreSQL: how often a process looks for the work of processes that died.

@@ -78,6 +78,11 @@ class Engine:
         """Return how many pending Steps the last start resumed from the database."""
         return self._services.recovered_steps
 
+    async def check_database(self) -> None:
+        """Return once the database answers a statement; raise UnavailableError while it
+        cannot be reached or does not answer in time (what a readiness probe asks)."""
+        await self._services.database.ping()
+
     async def purge_closed_runs(self) -> int:
         """Purge the runs closed longer than the retention period ago; return how many went.
 

@@ -23,6 +23,7 @@ layer maps the intermediate bases to status codes, so an application can add its
     ├── ResourceExhaustedError               RESOURCE_EXHAUSTED (retryable unless it never fits)
     ├── RPCHandlerError                      RPC_HANDLER_ERROR
     ├── RPCTimeoutError                      RPC_TIMEOUT
+    ├── UnavailableError                     UNAVAILABLE (retryable)
     └── ProgrammingError                     (a bug in a Flow: reaches callers as RPC_HANDLER_ERROR)
         ├── DefinitionError
         ├── AttributeMapNotLoadedError
@@ -194,6 +195,17 @@ class RPCTimeoutError(EngineError):
     """The RPC handler did not finish within the RPC's timeout."""
 
     code = "RPC_TIMEOUT"
+
+
+class UnavailableError(EngineError):
+    """The engine cannot serve the call now: the database could not be reached or did not
+    answer in time, or the engine is not serving yet (still recovering) or any more (shutting
+    down). Retry after a short delay. Nothing the call would have changed was acknowledged:
+    it committed nothing, or its connection was lost while its commit was under way, and then,
+    as after any lost answer, the outcome is unknown."""
+
+    code = "UNAVAILABLE"
+    retryable = True
 
 
 # -- programming errors -----------------------------------------------------------------------

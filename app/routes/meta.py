@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, HTTPException, Request, Response
 
 import engine
 from app.deps import EngineDep
+from app.errors import RETRY_AFTER_SECONDS
 from app.metrics import CONTENT_TYPE
 from app.schemas import FlowTypeInfo, FlowTypesResponse, HealthResponse
 
 router = APIRouter()
+
+#: How long /readyz waits for the database before it answers 503.
+READY_TIMEOUT_SECONDS = 2.0
 
 
 @router.get(
@@ -34,11 +40,19 @@ async def health() -> HealthResponse:
     operation_id="ready",
     response_model=HealthResponse,
     tags=["health"],
-    responses={503: {"description": "The engine is not started"}},
+    responses={503: {"description": "The engine is not started, or its database does not answer"}},
 )
 async def ready(request: Request) -> HealthResponse:
-    """Report that the engine is started and serving."""
-    _started_engine(request)
+    """Report that the engine is started and its database answers (503 with ``Retry-After``
+    otherwise, until it does again)."""
+    eng = _started_engine(request)
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+            await eng.check_database()
+    except TimeoutError:
+        raise engine.UnavailableError(
+            f"the database did not answer within {READY_TIMEOUT_SECONDS} s"
+        ) from None
     return HealthResponse(status="ready")
 
 
@@ -66,5 +80,7 @@ def _started_engine(request: Request) -> engine.Engine:
     """Return the app's Engine once its lifespan has started it (recovery done), else 503."""
     eng: engine.Engine | None = getattr(request.app.state, "engine", None)
     if eng is None:
-        raise HTTPException(503, "the engine is not started")
+        raise HTTPException(
+            503, "the engine is not started", headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+        )
     return eng

@@ -36,6 +36,7 @@ from engine._runtime.travel import TimeTravel
 from engine._runtime.waits import ChannelWaits
 from engine._storage.blobs import FileBlobStore
 from engine._storage.database import DatabaseSettings, open_database
+from engine._storage.outage import PostgresTimeouts
 from engine._storage.postgres import PostgresDatabase
 from engine._streams import StreamService, stream_store
 from engine.clock import Clock
@@ -155,6 +156,12 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
             sqlite_synchronous=config.sqlite_synchronous,
             max_batch=config.max_commit_batch,
             pool_size=config.database_pool_size,
+            timeouts=PostgresTimeouts(
+                connect=config.database_connect_timeout,
+                pool=config.database_pool_timeout,
+                statement=config.database_statement_timeout,
+                lock=config.database_lock_timeout,
+            ),
             on_batch=config.telemetry.commit_batch,
             on_committed=committed.committed,
             on_committing=committed.committing,

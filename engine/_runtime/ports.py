@@ -55,6 +55,9 @@ class Database(Protocol):
         """Apply ``unit(conn)`` in one transaction and return its result once committed;
         ``slow`` when it may work through many rows."""
 
+    async def ping(self) -> None:
+        """Raise UnavailableError unless the database answers now."""
+
     def reader(self) -> AsyncEngine:
         """Return the async engine that search pages read through."""
 

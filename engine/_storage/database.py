@@ -32,6 +32,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from engine._storage.outage import PostgresTimeouts, unavailable
 from engine._storage.sqlite_writer import CommitUnit, SQLiteWriter, is_busy, resolve
 from engine.errors import FailedPreconditionError, InvalidArgumentError
 
@@ -49,6 +50,8 @@ class DatabaseSettings:
     read_pool_size: int = 8
     #: PostgreSQL: connections kept open per process (as many again may open under load).
     pool_size: int = 20
+    #: PostgreSQL: how long to wait for the server before a call fails as unavailable.
+    timeouts: PostgresTimeouts = PostgresTimeouts()
     #: SQLite: told how many units each group commit carried (called on the event loop).
     on_batch: Callable[[int], None] | None = None
     #: SQLite: given each committed unit's result, in commit order, before its caller hears.
@@ -176,6 +179,9 @@ class SQLiteDatabase:
             return query(conn)
         except (sqlite3.OperationalError, OperationalError) as exc:
             if not is_busy(exc):
+                error = unavailable(exc)
+                if error is not None:
+                    raise error from exc
                 raise
         return await self.scan(query)
 
@@ -214,10 +220,18 @@ class SQLiteDatabase:
         assert self._writer is not None, "database is not open"
         return self._writer.submit(unit, slow=slow)
 
+    async def ping(self) -> None:
+        """Raise UnavailableError unless the database file answers a read now."""
+        await self.scan(_select_one)
+
     def reader(self) -> AsyncEngine:
         """Return the async engine for reads."""
         assert self.read_engine is not None, "database is not open"
         return self.read_engine
+
+
+def _select_one(conn: Connection) -> None:
+    conn.exec_driver_sql("SELECT 1")
 
 
 def _claim(path: Path) -> int:
@@ -311,6 +325,7 @@ def open_database(settings: DatabaseSettings, claimant: str = "") -> Any:
             claimant=claimant,
             pool_size=settings.pool_size,
             max_overflow=settings.pool_size,
+            timeouts=settings.timeouts,
         )
     raise InvalidArgumentError(
         f"databaseUrl must be sqlite+aiosqlite:///... or postgresql+asyncpg://..., got {backend}",

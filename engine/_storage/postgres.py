@@ -12,6 +12,12 @@ touches the database, so it is replayed, a few times, before the error reaches i
 
 Several processes may serve one database. Each pooled connection carries this process's ID
 (``statements.CLAIMANT``), so that the commits of this process claim the Step executions they queue.
+
+A server that is down or slow never hangs a caller or reaches it as a driver error: reaching
+the server, waiting for a pooled connection, each statement and each lock wait are bounded
+(:class:`PostgresTimeouts`), and an error that means the server is unavailable is raised as
+UnavailableError (see ``outage``). A unit whose connection was lost is not replayed: its COMMIT
+may have reached the server, and a replay would commit it twice.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from engine._storage.outage import PostgresTimeouts, unavailable
 from engine._storage.schema import upgrade_postgres
 from engine._storage.statements import CLAIMANT
 
@@ -43,7 +50,13 @@ class PostgresDatabase:
     """The Database on PostgreSQL (``postgresql+asyncpg://...``)."""
 
     def __init__(
-        self, url: str, *, claimant: str, pool_size: int = 20, max_overflow: int = 20
+        self,
+        url: str,
+        *,
+        claimant: str,
+        pool_size: int = 20,
+        max_overflow: int = 20,
+        timeouts: PostgresTimeouts | None = None,
     ) -> None:
         self.url = make_url(url)
         if self.url.get_backend_name() != "postgresql":
@@ -53,19 +66,29 @@ class PostgresDatabase:
         self.claimant = claimant
         self._pool_size = pool_size
         self._max_overflow = max_overflow
+        self.timeouts = timeouts or PostgresTimeouts()
         self._engine: AsyncEngine | None = None
         self._reads: AsyncEngine | None = None
 
     async def open(self) -> None:
         """Create or upgrade the schema (safe when several processes start at once), then
         open the pool."""
+        timeouts = self.timeouts
         engine = create_async_engine(
             self.url,
             pool_size=self._pool_size,
             max_overflow=self._max_overflow,
+            pool_timeout=timeouts.pool,
             # No pre-ping: it costs a round trip per checkout. A connection the server closed
             # fails its statement and is discarded; reads are retried once (see read).
-            connect_args={"server_settings": {"application_name": "dexlite"}},
+            connect_args={
+                "timeout": timeouts.connect,
+                "server_settings": {
+                    "application_name": "dexlite",
+                    "statement_timeout": str(int(timeouts.statement * 1000)),
+                    "lock_timeout": str(int(timeouts.lock * 1000)),
+                },
+            },
         )
         claimant = self.claimant
 
@@ -100,10 +123,18 @@ class PostgresDatabase:
                 return await conn.run_sync(query)
         except DBAPIError as exc:
             if not exc.connection_invalidated:
+                _raise_outage(exc)
                 raise
+        except Exception as exc:  # a connect or a pool checkout failed, say
+            _raise_outage(exc, connecting=True)
+            raise
         # The pooled connection had been closed (a server restart): once more, on a new one.
-        async with self._reads.connect() as conn:
-            return await conn.run_sync(query)
+        try:
+            async with self._reads.connect() as conn:
+                return await conn.run_sync(query)
+        except Exception as exc:
+            _raise_outage(exc, connecting=True)
+            raise
 
     async def scan(self, query: Callable[[Connection], T]) -> T:
         """Run ``query(conn)``, a read of many rows: like any read here (each is a round trip
@@ -138,10 +169,20 @@ class PostgresDatabase:
                     return await conn.run_sync(unit)
             except DBAPIError as exc:
                 if _sqlstate(exc) not in RETRYABLE_SQLSTATES or attempt == MAX_ATTEMPTS:
+                    # Never replayed here, a lost connection above all: its COMMIT may have
+                    # reached the server.
+                    _raise_outage(exc)
                     raise
                 log.info("replaying a commit unit after %s (attempt %d)", _sqlstate(exc), attempt)
                 await asyncio.sleep(0.005 * attempt)  # let the winner of the conflict commit
+            except Exception as exc:  # no connection could be had (a pool timeout, say)
+                _raise_outage(exc, connecting=True)
+                raise
         raise AssertionError("unreachable")
+
+    async def ping(self) -> None:
+        """Raise UnavailableError unless the server answers a statement now."""
+        await self.read(_select_one)
 
     def dsn(self) -> str:
         """Return the database's URL for a plain asyncpg connection (LISTEN)."""
@@ -151,6 +192,17 @@ class PostgresDatabase:
         """Return the async engine search pages read through."""
         assert self._reads is not None, "database is not open"
         return self._reads
+
+
+def _select_one(conn: Connection) -> None:
+    conn.exec_driver_sql("SELECT 1")
+
+
+def _raise_outage(exc: BaseException, *, connecting: bool = False) -> None:
+    """Raise the UnavailableError ``exc`` amounts to, if it is an outage; else return."""
+    error = unavailable(exc, connecting=connecting)
+    if error is not None:
+        raise error from exc
 
 
 def _sqlstate(exc: DBAPIError) -> str | None:

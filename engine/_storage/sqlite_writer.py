@@ -37,6 +37,7 @@ from sqlalchemy import Connection, create_engine
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
 
+from engine._storage.outage import unavailable
 from engine._storage.schema import upgrade_sqlite
 
 T = TypeVar("T")
@@ -341,10 +342,11 @@ def is_busy(exc: BaseException) -> bool:
 
 
 def resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    """Give ``future`` its result (``ok``) or exception, unless it is already done."""
+    """Give ``future`` its result (``ok``) or exception, unless it is already done; an error
+    of a file that cannot be written now (a full disk, say) reaches it as UnavailableError."""
     if future.done():  # its caller was canceled; the unit committed or failed all the same
         return
     if ok:
         future.set_result(value)
     else:
-        future.set_exception(value)
+        future.set_exception(unavailable(value) or value)
