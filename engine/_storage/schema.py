@@ -54,6 +54,10 @@ BASELINE_TABLES = (
 def upgrade(conn: Connection) -> None:
     """Bring the schema up to date inside the caller's transaction, on either database."""
     if conn.dialect.name == "postgresql":
+        # A migration of a large database may take longer than any request's limit, and the
+        # processes starting beside it wait for it on the advisory lock.
+        conn.execute(text("SET LOCAL statement_timeout = 0"))
+        conn.execute(text("SET LOCAL lock_timeout = 0"))
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
     config = _config(conn)
     legacy = conn.dialect.name == "sqlite" and current_revision(conn) is None
