@@ -172,7 +172,7 @@ class Attributes:
         if erase:
             await self._committer.commit(unit)
         else:
-            await self._locks.commit_releasing(flow_id, owner, unit, self._committer.commit)
+            await self._locks.commit_releasing(flow_id, owner, self._committer.locked(unit))
         return flow_id, run.run_id
 
 

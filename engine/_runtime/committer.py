@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from engine._runtime.activity import Activity
-from engine._runtime.handoff import HandedOff, Handoffs
-from engine._runtime.ports import Database, Notifier
+from engine._runtime.handoff import HandedOff, HandOff, Handoffs, LockedCommit, nothing
+from engine._runtime.ports import Database, Notifier, OrderedWriter
 from engine._storage.commits import Unit
 from engine._storage.records import AttributeWrite, CommitResult, RunInfo
 from engine.telemetry import Telemetry
@@ -30,18 +30,47 @@ class Committer:
         notifier: Notifier,
         activity: Activity,
         telemetry: Telemetry | None = None,
+        *,
+        writer: OrderedWriter | None = None,
     ) -> None:
         self._telemetry = telemetry or Telemetry()
         self._database = database
+        #: The database's one writer, when it has one (SQLite): units handed to it commit in
+        #: the order they were handed over.
+        self._writer = writer
         self._notifier = notifier
         self._activity = activity
         #: The units handed off per Flow ID, not yet ended (see ``handoff``).
         self.handoffs = Handoffs()
 
-    @property
-    def hands_off(self) -> bool:
-        """True when units commit in the order they are handed over (early lock release)."""
-        return hasattr(self._database, "submit")
+    def locked(
+        self,
+        unit: Unit,
+        *,
+        after: tuple[HandedOff, ...] = (),
+        hand_off: HandOff | None = None,
+        on_released: Callable[[], None] = nothing,
+    ) -> LockedCommit:
+        """Return ``unit`` as a LockedCommit: committed after ``after`` (see :meth:`commit`),
+        and queued for early release when the database has one writer and ``hand_off``
+        describes the unit's writes."""
+
+        def commit(locked: Unit) -> Awaitable[CommitResult]:
+            return self.commit(locked, after)
+
+        def queue(locked: Unit) -> Awaitable[CommitResult]:
+            assert hand_off is not None
+            return self.hand_off(
+                locked,
+                flow_id=hand_off.flow_id,
+                run_id=hand_off.run_id,
+                writes=hand_off.writes,
+                after=after,
+                run=hand_off.run,
+            )[1]
+
+        early = hand_off is not None and self._writer is not None
+        return LockedCommit(unit, commit, queue if early else None, on_released)
 
     async def commit(
         self, unit: Unit, after: tuple[HandedOff, ...] = (), *, slow: bool = False
@@ -68,13 +97,14 @@ class Committer:
         run: RunInfo | None = None,
     ) -> tuple[HandedOff, Awaitable[CommitResult]]:
         """Queue ``unit`` now and return it with the awaitable of its commit, so that the
-        caller may release its locks before awaiting (only when :attr:`hands_off`).
+        caller may release its locks before awaiting (only on a database with one writer).
 
         Until the unit ends, :attr:`handoffs` lists it under ``flow_id`` with ``writes`` and
         ``run``, the run as the caller's snapshot had it.
         """
         handed = HandedOff(self._notifier.within(unit), after, run_id, writes, run)
-        queued: asyncio.Future[CommitResult] = self._database.submit(handed)  # type: ignore[attr-defined]
+        assert self._writer is not None, "units are handed off to a database's one writer"
+        queued: asyncio.Future[CommitResult] = self._writer.submit(handed)
         self._activity.enter(COMMITS)  # now: the caller releases its locks before awaiting
         # Readers lay its writes over what they read until it ended, even if its caller is
         # canceled meanwhile: only the writer's answer ends it.

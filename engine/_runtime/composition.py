@@ -35,7 +35,7 @@ from engine._runtime.timers import ClockTimers
 from engine._runtime.travel import TimeTravel
 from engine._runtime.waits import ChannelWaits
 from engine._storage.blobs import FileBlobStore
-from engine._storage.database import DatabaseSettings, open_database
+from engine._storage.database import DatabaseSettings, SQLiteDatabase, open_database
 from engine._storage.outage import PostgresTimeouts
 from engine._storage.postgres import PostgresDatabase
 from engine._streams import StreamService, stream_store
@@ -150,7 +150,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     activity = Activity()
     process_id = new_process_id()
     committed = CommittedState(config.state_cache_bytes)
-    database: Database = open_database(
+    opened = open_database(
         DatabaseSettings(
             url=config.database_url,
             sqlite_synchronous=config.sqlite_synchronous,
@@ -169,16 +169,17 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         ),
         claimant=process_id,
     )
+    database: Database = opened
     blobs = FileBlobStore(config.blob_dir)
     timers = ClockTimers(clock, on_fired=activity.touch)
     shared = None
     locks: LockTable
     queue: StepQueue
     notifier: LocalNotifier
-    if isinstance(database, PostgresDatabase):
+    if isinstance(opened, PostgresDatabase):
         # Several processes may serve this database: coordinate through it.
         shared = shared_parts(
-            database=database,
+            database=opened,
             process_id=process_id,
             registry=registry,
             timers=timers,
@@ -192,7 +193,9 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         locks = MemoryLockTable()
         queue = MemoryStepQueue(timers, clock)
         notifier = LocalNotifier()
-    committer = Committer(database, notifier, activity, config.telemetry)
+    # SQLite's one writer commits units in the order they are handed over.
+    writer = opened if isinstance(opened, SQLiteDatabase) else None
+    committer = Committer(database, notifier, activity, config.telemetry, writer=writer)
     # Only the database's one writer sees every commit: on PostgreSQL others commit too.
     snapshots = Snapshots(
         database, blobs, committed if shared is None and config.state_cache_bytes > 0 else None

@@ -16,11 +16,50 @@ locks are still held until the commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from engine._storage.records import AttributeWrite, LoadPlan, RunInfo, Snapshot, StoredValue
+from engine._storage.commits import Unit
+from engine._storage.records import (
+    AttributeWrite,
+    CommitResult,
+    LoadPlan,
+    RunInfo,
+    Snapshot,
+    StoredValue,
+)
+
+
+def nothing() -> None:
+    """Do nothing (the default of a callback no one asked for)."""
+
+
+@dataclass(frozen=True)
+class HandOff:
+    """What a unit that may be handed off wrote, and the run its caller read (see
+    ``handoff``): its writes are Attribute writes alone."""
+
+    flow_id: str
+    run_id: str
+    writes: tuple[AttributeWrite, ...]
+    run: RunInfo | None = None
+
+
+@dataclass(frozen=True)
+class LockedCommit:
+    """A unit to commit under the Attribute locks its caller holds, as a LockTable's
+    ``commit_releasing`` takes it."""
+
+    unit: Unit
+    #: Applies the unit in one transaction and publishes its result.
+    commit: Callable[[Unit], Awaitable[CommitResult]]
+    #: Queues the unit at once for a writer that commits in order, and returns its commit:
+    #: the keys may then be released before it commits (early release). None when the unit
+    #: must commit before its keys are free.
+    queue: Callable[[Unit], Awaitable[CommitResult]] | None = None
+    #: Told as soon as the keys are free (once, however the commit ends).
+    on_released: Callable[[], None] = nothing
 
 
 class HandedOff:

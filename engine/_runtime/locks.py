@@ -12,10 +12,10 @@ theirs before anything else runs).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from engine._storage.commits import Unit
+from engine._runtime.handoff import LockedCommit
 from engine._storage.records import CommitResult
 from engine.errors import RPCLockConflictError
 
@@ -112,18 +112,21 @@ class MemoryLockTable:
         self.release(flow_id, owner)
 
     async def commit_releasing(
-        self,
-        flow_id: str,
-        owner: str,
-        unit: Unit,
-        commit: Callable[[Unit], Awaitable[CommitResult]],
+        self, flow_id: str, owner: str, commit: LockedCommit
     ) -> CommitResult:
-        """Commit ``unit`` through ``commit``, then release ``owner``'s keys, whatever the
-        commit's outcome (in memory there is nothing to fold into its transaction)."""
+        """Commit ``commit.unit`` and release ``owner``'s keys: as soon as the unit is queued
+        when the writer commits in order (the next holder reads the handed-off writes), else
+        once it committed; whatever the commit's outcome."""
+        if commit.queue is not None:
+            committed = commit.queue(commit.unit)
+            self.release(flow_id, owner)
+            commit.on_released()
+            return await committed
         try:
-            return await commit(unit)
+            return await commit.commit(commit.unit)
         finally:
             self.release(flow_id, owner)
+            commit.on_released()
 
     def _grant(self, flow_id: str, locks: _FlowLocks) -> None:
         blocked: set[str] = set()

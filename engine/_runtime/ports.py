@@ -9,13 +9,14 @@ each, and nothing that uses them changes.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from engine._storage.commits import Unit
+from engine._runtime.handoff import LockedCommit
 from engine._storage.records import CommitResult, QueuedStep
 from engine._streams.records import StreamStore
 
@@ -25,6 +26,7 @@ __all__ = [
     "Database",
     "LockTable",
     "Notifier",
+    "OrderedWriter",
     "StepQueue",
     "StreamStore",
     "TimerHandle",
@@ -60,6 +62,13 @@ class Database(Protocol):
 
     def reader(self) -> AsyncEngine:
         """Return the async engine that search pages read through."""
+
+
+class OrderedWriter(Protocol):
+    """A database's one writer (SQLite's): units commit in the order they were submitted."""
+
+    def submit(self, unit: Callable[[Connection], T], *, slow: bool = False) -> asyncio.Future[T]:
+        """Queue ``unit`` now; the future resolves once it committed."""
 
 
 class BlobStore(Protocol):
@@ -131,15 +140,13 @@ class LockTable(Protocol):
         """Release an RPC invocation's keys, done before the RPC answers its caller."""
 
     async def commit_releasing(
-        self,
-        flow_id: str,
-        owner: str,
-        unit: Unit,
-        commit: Callable[[Unit], Awaitable[CommitResult]],
+        self, flow_id: str, owner: str, commit: LockedCommit
     ) -> CommitResult:
-        """Commit an RPC invocation's ``unit`` through ``commit`` and release its keys no
-        later than the commit: in the unit's transaction where the keys are rows of the
-        database, right after it otherwise. The keys are released however the commit ends."""
+        """Commit an RPC invocation's unit (or a client write's) and release the keys
+        ``owner`` holds, if any, no later than the commit: in the unit's transaction where
+        the keys are rows of the database; as soon as the unit is queued where a writer
+        commits in order (``commit.queue``); right after it otherwise. The keys are released,
+        and ``commit.on_released`` told, however the commit ends."""
 
 
 class StepQueue(Protocol):

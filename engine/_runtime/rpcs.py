@@ -16,7 +16,7 @@ from engine._runtime import effects
 from engine._runtime.committer import Committer
 from engine._runtime.context import InvocationContext
 from engine._runtime.handler_threads import HandlerThreads
-from engine._runtime.handoff import handed_off_snapshot, overlay
+from engine._runtime.handoff import HandOff, handed_off_snapshot, overlay
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec
@@ -211,8 +211,13 @@ class RPCExecutor:
             raise
         owner = new_owner_token()
         await self._locks.acquire_for_rpc(flow_id, plan.lock_keys, owner)
-        held = bool(plan.lock_keys)  # whether keys remain to release when this ends
-        told = False  # whether the caller heard early that the keys are released
+        released = False
+
+        def on_released() -> None:
+            nonlocal released
+            released = True
+            _locks_released()
+
         try:
             # Taken before the read: a unit that ends meanwhile is in what the read sees.
             # Only an RPC that commits after the earlier holders (a transactional one) reads
@@ -255,33 +260,22 @@ class RPCExecutor:
                     effects=staged,
                     now=to_micros(self._clock.now()),
                 )
-                if plan.lock_keys and self._committer.hands_off and _writes_only(staged):
-                    _, committed = self._committer.hand_off(
-                        unit,
-                        flow_id=flow_id,
-                        run_id=snapshot.run.run_id,
-                        writes=staged.writes,
-                        after=after,
-                        run=snapshot.run,
-                    )
-                    held = False  # early lock release: the next holder reads the hand-off
-                    await self._locks.release_now(flow_id, owner)
-                    told = True
-                    _locks_released()
-                    await committed
-                elif held:
-                    held = False  # released with the commit, or on its own should it fail
-                    await self._locks.commit_releasing(
-                        flow_id, owner, unit, lambda u: self._committer.commit(u, after)
-                    )
-                else:
-                    await self._committer.commit(unit, after)
+                # Writes alone under locks may be read by the next holder of the keys before
+                # they commit.
+                hand_off = (
+                    HandOff(flow_id, snapshot.run.run_id, staged.writes, snapshot.run)
+                    if plan.lock_keys and _writes_only(staged)
+                    else None
+                )
+                locked = self._committer.locked(
+                    unit, after=after, hand_off=hand_off, on_released=on_released
+                )
+                await self._locks.commit_releasing(flow_id, owner, locked)
             return staged.output
         finally:
-            if held:
+            if not released:
                 await self._locks.release_now(flow_id, owner)
-            if not told:
-                _locks_released()
+                on_released()
 
     @staticmethod
     def _plan(

@@ -33,6 +33,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine._storage.outage import PostgresTimeouts, unavailable
+from engine._storage.postgres import PostgresDatabase
 from engine._storage.sqlite_writer import CommitUnit, SQLiteWriter, is_busy, resolve
 from engine.errors import FailedPreconditionError, InvalidArgumentError
 
@@ -303,7 +304,9 @@ class _ReaderThreads:
             future.get_loop().call_soon_threadsafe(resolve, future, *outcome)
 
 
-def open_database(settings: DatabaseSettings, claimant: str = "") -> Any:
+def open_database(
+    settings: DatabaseSettings, claimant: str = ""
+) -> SQLiteDatabase | PostgresDatabase:
     """Return the Database for ``settings.url``: SQLite, or PostgreSQL (``postgresql+asyncpg``).
 
     ``claimant`` names this process on a shared database (its commits claim their Steps).
@@ -318,8 +321,6 @@ def open_database(settings: DatabaseSettings, claimant: str = "") -> Any:
     if backend == "sqlite":
         return SQLiteDatabase(settings)
     if backend == "postgresql":
-        from engine._storage.postgres import PostgresDatabase
-
         return PostgresDatabase(
             settings.url,
             claimant=claimant,

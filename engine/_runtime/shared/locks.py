@@ -24,17 +24,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select, text, update
 
 from engine._runtime.activity import Activity
+from engine._runtime.handoff import LockedCommit
 from engine._runtime.locks import RPC, STEP
 from engine._runtime.shared.lease import ProcessLease, live_processes
 from engine._storage import tables as t
-from engine._storage.commits import Unit
 from engine._storage.postgres import PostgresDatabase
 from engine._storage.records import CommitResult, Phase, StepState
 from engine.errors import RPCLockConflictError
@@ -350,26 +350,28 @@ class SharedLockTable:
         self._granted(flow_id, await asyncio.shield(write))
 
     async def commit_releasing(
-        self,
-        flow_id: str,
-        owner: str,
-        unit: Unit,
-        commit: Callable[[Unit], Awaitable[CommitResult]],
+        self, flow_id: str, owner: str, commit: LockedCommit
     ) -> CommitResult:
-        """Commit ``unit`` through ``commit`` with the release of ``owner``'s keys in its
-        transaction, so the keys are free exactly when its writes are visible, with no
-        transaction (and no WAL flush) of their own; should the commit fail, its release is
-        rolled back with it and made on its own.
+        """Commit ``commit.unit`` with the release of ``owner``'s keys in its transaction, so
+        the keys are free exactly when its writes are visible, with no transaction (and no
+        WAL flush) of their own; should the commit fail, its release is rolled back with it
+        and made on its own. (Units commit in parallel here: none is queued early.)
 
         The commit also fences: it fails with RPCLockConflictError, committing nothing,
         unless it dropped a row for every key taken. A row is gone when another process took
         the key after this one's lease lapsed, or when the server lost the row (it was taken
         without a WAL flush of its own) in a crash.
         """
+        taken = self._rpc_keys.pop(owner, ())
+        if not taken:  # it holds nothing: a plain commit
+            try:
+                return await commit.commit(commit.unit)
+            finally:
+                commit.on_released()
         me = self._lease.process_id
         mine = self._waits_on(flow_id)
-        taken = self._rpc_keys.pop(owner, ())
         granted: list[str] = []
+        unit = commit.unit
 
         def releasing(conn: Connection) -> CommitResult:
             result = unit(conn)
@@ -382,11 +384,13 @@ class SharedLockTable:
             return result
 
         try:
-            result = await commit(releasing)
+            result = await commit.commit(releasing)
         except BaseException:
             await self.release_now(flow_id, owner)
+            commit.on_released()
             raise
         self._granted(flow_id, granted)
+        commit.on_released()
         return result
 
     def regrant(self, flow_id: str | None = None) -> None:
