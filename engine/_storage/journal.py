@@ -164,12 +164,15 @@ def journaled(
     """
 
     def run(conn: Connection) -> T:
-        log = conn.info[JOURNAL] = Journal(external=external)
+        # Held here: after a lost connection, Connection.info raises instead of answering,
+        # and would hide the error that lost it.
+        info = conn.info
+        log = info[JOURNAL] = Journal(external=external)
         try:
             result = unit(conn)
             log.flush(conn)
             return result
         finally:
-            conn.info.pop(JOURNAL, None)
+            info.pop(JOURNAL, None)
 
     return run

@@ -26,6 +26,7 @@ from engine._runtime.timeouts import Timeouts
 from engine._storage import tables as t
 from engine._storage.records import RunStatus
 from engine.clock import Clock, to_micros
+from engine.errors import UnavailableError
 
 log = logging.getLogger("dexlite.coordinator")
 
@@ -87,7 +88,9 @@ class Coordinator:
             self._wake.clear()
             try:
                 await self.poll_once()
-            except Exception:  # the database may be restarting: poll again later
+            except UnavailableError as exc:  # the database may be restarting: poll again later
+                log.warning("the takeover poll waits for the database: %s", exc)
+            except Exception:
                 log.exception("the takeover poll failed")
 
     async def poll_once(self) -> None:

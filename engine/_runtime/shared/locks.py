@@ -22,9 +22,10 @@ and the full transaction runs, so either way the outcome is the full transaction
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,7 @@ from engine._runtime.shared.lease import ProcessLease, live_processes
 from engine._storage import tables as t
 from engine._storage.postgres import PostgresDatabase
 from engine._storage.records import CommitResult, Phase, StepState
-from engine.errors import RPCLockConflictError
+from engine.errors import RPCLockConflictError, UnavailableError
 
 log = logging.getLogger("dexlite.locks")
 
@@ -208,12 +209,26 @@ class SharedLockTable:
         self._holding: set[tuple[str, str]] = set()  # and how many tasks use it
         # The keys each RPC invocation of this process holds, by owner token.
         self._rpc_keys: dict[str, tuple[str, ...]] = {}
+        # The Flow ID of each RPC invocation whose rows may be left behind: its take or its
+        # release met an unavailable database (the statement may have run all the same).
+        # The poll drops them once the database answers; until then the keys stay held.
+        self._unreleased: dict[str, str] = {}
 
     async def acquire_for_rpc(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
         """Take every key at once or raise RPCLockConflictError naming the first held key."""
         wanted = sorted(set(keys))
         if not wanted:
             return
+        try:
+            await self._take_for_rpc(flow_id, wanted, owner)
+        except RPCLockConflictError:
+            raise
+        except Exception:
+            # Its rows may be in the database (the answer was lost): drop them later.
+            self._unreleased[owner] = flow_id
+            raise
+
+    async def _take_for_rpc(self, flow_id: str, wanted: list[str], owner: str) -> None:
         me = self._lease.process_id
 
         def take(conn: Connection) -> bool:
@@ -227,8 +242,13 @@ class SharedLockTable:
             self._rpc_keys[owner] = tuple(wanted)
             return  # no row was on the keys: they are this RPC's now
 
+        # This process's own invocations whose rows an outage left on the Flow are over.
+        leftovers = [o for o, flow in self._unreleased.items() if flow == flow_id]
+
         def unit(conn: Connection) -> None:
             _lock_flow(conn, flow_id)
+            if leftovers:
+                conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner.in_(leftovers)))
             holders = _holders(conn, flow_id, wanted)
             for key in wanted:
                 holder = holders.get(key)
@@ -254,6 +274,8 @@ class SharedLockTable:
 
         await self._database.write(unit)
         self._rpc_keys[owner] = tuple(wanted)
+        for gone in leftovers:
+            self._unreleased.pop(gone, None)
 
     def acquire_for_step(
         self, flow_id: str, keys: Iterable[str], owner: str, phase: str = ""
@@ -339,11 +361,15 @@ class SharedLockTable:
             return _release_all(conn, flow_id, owner, me, mine)[1]
 
         async def release() -> list[str]:
-            # Nobody to grant to (no Step waits on the Flow, none of this process's Steps
-            # holds a lock on it to report): one statement drops the keys.
-            if not mine and await self._database.write_statement(drop) >= 0:
-                return []
-            return await self._database.write(unit)
+            try:
+                # Nobody to grant to (no Step waits on the Flow, none of this process's Steps
+                # holds a lock on it to report): one statement drops the keys.
+                if not mine and await self._database.write_statement(drop) >= 0:
+                    return []
+                return await self._database.write(unit)
+            except Exception:
+                self._unreleased[owner] = flow_id  # the poll drops them
+                raise
 
         # Shielded: a canceled RPC must still free its keys.
         write = asyncio.ensure_future(release())
@@ -386,7 +412,10 @@ class SharedLockTable:
         try:
             result = await commit.commit(releasing)
         except BaseException:
-            await self.release_now(flow_id, owner)
+            # The commit's own error is the caller's; a release that fails too is retried by
+            # the poll (see release_now).
+            with contextlib.suppress(Exception):
+                await self.release_now(flow_id, owner)
             commit.on_released()
             raise
         self._granted(flow_id, granted)
@@ -398,6 +427,8 @@ class SharedLockTable:
         a waiting Step on (the poll: holders may have died)."""
         flows = {flow_id} if flow_id is not None else {f for f, _ in self._waiting}
         me = self._lease.process_id
+        if flow_id is None:
+            self._drop_unreleased()
         for flow in flows:
 
             def unit(conn: Connection, flow: str = flow) -> list[str]:
@@ -405,6 +436,19 @@ class SharedLockTable:
                 return _grant(conn, flow, me)
 
             self._spawn(flow, unit)
+
+    def _drop_unreleased(self) -> None:
+        """Drop the rows RPC invocations may have left when the database was unavailable."""
+        me = self._lease.process_id
+        for owner, flow in list(self._unreleased.items()):
+
+            def unit(conn: Connection, flow: str = flow, owner: str = owner) -> list[str]:
+                return _release_all(conn, flow, owner, me, self._waits_on(flow))[1]
+
+            def dropped(owner: str = owner) -> None:
+                self._unreleased.pop(owner, None)
+
+            self._spawn(flow, unit, dropped)
 
     def waiting(self) -> int:
         """Return how many Steps of this process wait for locks."""
@@ -415,7 +459,8 @@ class SharedLockTable:
         for task in list(self._tasks):
             await asyncio.gather(task, return_exceptions=True)
 
-    def _spawn(self, flow_id: str, unit: Any) -> None:
+    def _spawn(self, flow_id: str, unit: Any, done: Callable[[], None] | None = None) -> None:
+        """Apply ``unit`` (a lock change) in the background, then ``done`` if it committed."""
         self._activity.enter(LOCK_CHANGES)
         # One Flow's changes apply in the order this process asked for them (FIFO among Steps).
         order, users = self._order.get(flow_id, (asyncio.Lock(), 0))
@@ -425,6 +470,10 @@ class SharedLockTable:
             try:
                 async with order:
                     self._granted(flow_id, await self._database.write(unit))
+                if done is not None:
+                    done()
+            except UnavailableError as exc:  # the poll tries again
+                log.warning("a lock change on Flow %s waits for the database: %s", flow_id, exc)
             except Exception:  # the poll grants again
                 log.exception("a lock change on Flow %s failed", flow_id, extra={"flowId": flow_id})
             finally:
