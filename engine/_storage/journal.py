@@ -23,6 +23,7 @@ from sqlalchemy import Connection, insert
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
 from engine._storage.statements import _TAKE_RUN
+from engine._storage.tail import tail_of
 
 T = TypeVar("T")
 
@@ -138,7 +139,14 @@ class Journal:
         )
 
     def flush(self, conn: Connection) -> None:
-        """Write the queued history events and log rows (each table in one statement)."""
+        """Write the queued history events and log rows (each table in one statement), or
+        hand them to the unit's tail (see ``tail``)."""
+        tail = tail_of(conn)
+        if tail is not None:
+            tail.history(self._history)
+            tail.log(self._log)
+            self._history, self._log = [], []
+            return
         if self._history:
             _INSERT_HISTORY.many(conn, self._history)
             self._history = []

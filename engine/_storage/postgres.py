@@ -9,6 +9,9 @@ its own transaction, and PostgreSQL serializes the units on one run through the 
 unit takes first (``SELECT ... FOR UPDATE``, see ``rows.lock_run``). Units on different runs
 commit in parallel, and PostgreSQL's own group commit shares the WAL flushes.
 
+A unit's last writes (its history and change-log rows, its commit notice, an RPC's lock
+release) go to the server as one statement just before it commits (see ``tail``).
+
 A unit that loses a deadlock or a serialization check is rolled back by the server; it only
 touches the database, so it is replayed, a few times, before the error reaches its caller.
 
@@ -28,6 +31,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, event
@@ -39,6 +43,7 @@ from sqlalchemy.util import greenlet_spawn
 from engine._storage.outage import PostgresTimeouts, unavailable
 from engine._storage.schema import upgrade_postgres
 from engine._storage.statements import CLAIMANT
+from engine._storage.tail import with_tail
 
 log = logging.getLogger("dexlite.postgres")
 
@@ -147,7 +152,7 @@ class PostgresDatabase:
         """Apply ``unit(conn)`` in one transaction and return its result once committed
         (``slow`` changes nothing here: the server does the work)."""
         assert self._engine is not None, "database is not open"
-        return await self._replayed(self._engine.sync_engine.begin, unit)
+        return await self._replayed(self._engine.sync_engine.begin, partial(with_tail, unit=unit))
 
     async def write_statement(self, unit: Callable[[Connection], T]) -> T:
         """Apply ``unit(conn)``, which runs exactly one statement, as that statement's own

@@ -38,6 +38,7 @@ from engine._runtime.shared.lease import ProcessLease, live_processes
 from engine._storage import tables as t
 from engine._storage.postgres import PostgresDatabase
 from engine._storage.records import CommitResult, Phase, StepState
+from engine._storage.tail import tail_of
 from engine.errors import RPCLockConflictError, UnavailableError
 
 log = logging.getLogger("dexlite.locks")
@@ -399,14 +400,24 @@ class SharedLockTable:
         granted: list[str] = []
         unit = commit.unit
 
-        def releasing(conn: Connection) -> CommitResult:
-            result = unit(conn)
-            # As release_now: one statement when nobody is to be granted anything.
-            dropped = -1 if mine else _drop_rpc_locks(conn, flow_id, owner)
-            if dropped < 0:
-                dropped, granted[:] = _release_all(conn, flow_id, owner, me, mine)
+        def fence(conn: Connection, dropped: int) -> None:
+            nonlocal granted
+            if dropped < 0:  # a Step waits on the Flow: grant it what this RPC held
+                dropped, granted = _release_all(conn, flow_id, owner, me, mine)
             if dropped != len(taken):
                 _lost(conn, flow_id, taken)
+
+        def releasing(conn: Connection) -> CommitResult:
+            result = unit(conn)
+            # As release_now: one statement when nobody is to be granted anything, sent with
+            # the unit's last writes when it has a tail.
+            tail = tail_of(conn)
+            if mine:
+                fence(conn, -1)
+            elif tail is not None:
+                tail.drop_rpc_locks(flow_id, owner, fence)
+            else:
+                fence(conn, _drop_rpc_locks(conn, flow_id, owner))
             return result
 
         try:

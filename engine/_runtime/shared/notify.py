@@ -25,6 +25,7 @@ from sqlalchemy import Connection, text
 from engine._runtime.notifier import LocalNotifier
 from engine._storage.commits import Unit
 from engine._storage.records import CommitResult, RunChange
+from engine._storage.tail import tail_of
 
 log = logging.getLogger("dexlite.notify")
 
@@ -110,7 +111,11 @@ class SharedNotifier(LocalNotifier):
             result = unit(conn)
             payload = _notice(self._process_id, result.changes)
             if payload is not None:
-                conn.execute(_ANNOUNCE, {"payload": payload})
+                tail = tail_of(conn)
+                if tail is not None:
+                    tail.notify(COMMITS_CHANNEL, payload)  # with the unit's last writes
+                else:
+                    conn.execute(_ANNOUNCE, {"payload": payload})
             return result
 
         return announced

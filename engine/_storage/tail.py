@@ -1,0 +1,128 @@
+"""The end of a commit unit on PostgreSQL: what it writes last, sent as one statement.
+
+A unit's last writes need no answer before the unit ends: its history events and change-log
+rows (the journal), the notice announcing the commit to other processes, and the release of
+an RPC's Attribute locks (whose count, the fence, is checked after). Each used to be a
+statement of its own, and on PostgreSQL every statement is a round trip to the server and
+about a tenth of a millisecond of this process's CPU. Here they are gathered while the unit
+runs and written by one statement of fixed text (prepared once per connection), rows passed
+as arrays, just before the transaction commits.
+
+SQLite's writer runs in this process, where a statement costs microseconds: there nothing is
+gathered (:func:`tail_of` answers None) and each part runs where it is asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection
+
+T = TypeVar("T")
+
+#: ``conn.info`` key of the running unit's tail.
+TAIL = "dexlite.tail"
+
+#: Writes the gathered rows, sends the notices and drops an RPC's lock rows (the count it
+#: dropped, or -1 when a Step waits on the Flow: see migration 0005), in one statement.
+#: Rows keep their order: history IDs are assigned in it.
+FLUSH = """
+WITH h AS (
+    INSERT INTO history (run_id, event_type, at, details, commit_seq)
+    SELECT r, e, a, d, s
+    FROM unnest($1::varchar[], $2::varchar[], $3::int8[], $4::text[], $5::int8[])
+        WITH ORDINALITY AS u(r, e, a, d, s, n)
+    ORDER BY n
+), c AS (
+    INSERT INTO change_log
+        (run_id, commit_seq, pos, kind, name, instance, message_id, value, at, external)
+    SELECT * FROM unnest(
+        $6::varchar[], $7::int8[], $8::int4[], $9::varchar[], $10::varchar[],
+        $11::varchar[], $12::varchar[], $13::text[], $14::int8[], $15::bool[])
+), n AS (
+    SELECT pg_notify(ch, p) FROM unnest($16::text[], $17::text[]) AS x(ch, p)
+)
+SELECT (SELECT count(*) FROM n),
+       CASE WHEN $18::text IS NULL THEN NULL ELSE dexlite_drop_rpc_locks($18, $19) END
+"""
+
+_HISTORY = ("run_id", "event_type", "at", "details", "commit_seq")
+_LOG = (
+    "run_id",
+    "commit_seq",
+    "pos",
+    "kind",
+    "name",
+    "instance",
+    "message_id",
+    "value",
+    "at",
+    "external",
+)
+
+
+class Tail:
+    """The last writes of one unit, sent together by :meth:`flush`."""
+
+    __slots__ = ("_after", "_drop", "_history", "_log", "_notices")
+
+    def __init__(self) -> None:
+        self._history: list[dict[str, Any]] = []
+        self._log: list[dict[str, Any]] = []
+        self._notices: list[tuple[str, str]] = []
+        self._drop: tuple[str, str] | None = None
+        self._after: Callable[[Connection, int], None] | None = None
+
+    def history(self, rows: list[dict[str, Any]]) -> None:
+        """Add history rows (``tables.history`` columns but ``id``), in order."""
+        self._history.extend(rows)
+
+    def log(self, rows: list[dict[str, Any]]) -> None:
+        """Add change-log rows (``tables.change_log`` columns)."""
+        self._log.extend(rows)
+
+    def notify(self, channel: str, payload: str) -> None:
+        """Send ``payload`` on ``channel`` with the commit."""
+        self._notices.append((channel, payload))
+
+    def drop_rpc_locks(
+        self, flow_id: str, owner: str, then: Callable[[Connection, int], None]
+    ) -> None:
+        """Drop ``owner``'s lock rows of ``flow_id`` unless a Step waits on the Flow, then call
+        ``then(conn, dropped)`` in the same transaction (-1: nothing was done)."""
+        assert self._drop is None, "one RPC's locks per unit"
+        self._drop = (flow_id, owner)
+        self._after = then
+
+    def flush(self, conn: Connection) -> None:
+        """Send everything gathered as one statement (none when nothing was)."""
+        if not (self._history or self._log or self._notices or self._drop):
+            return
+        history = [[row[key] for row in self._history] for key in _HISTORY]
+        log = [[row[key] for row in self._log] for key in _LOG]
+        channels = [channel for channel, _ in self._notices]
+        payloads = [payload for _, payload in self._notices]
+        flow_id, owner = self._drop or (None, None)
+        params = (*history, *log, channels, payloads, flow_id, owner)
+        row = conn.exec_driver_sql(FLUSH, params).one()
+        if self._after is not None:
+            self._after(conn, int(row[1]))
+
+
+def tail_of(conn: Connection) -> Tail | None:
+    """Return the tail of the unit running on ``conn``, or None when its parts run at once."""
+    found: Tail | None = conn.info.get(TAIL)
+    return found
+
+
+def with_tail(conn: Connection, unit: Callable[[Connection], T]) -> T:
+    """Run ``unit`` on ``conn`` gathering its last writes, then send them, before it commits."""
+    info = conn.info  # held: a lost connection's info raises (see journal.journaled)
+    tail = info[TAIL] = Tail()
+    try:
+        result = unit(conn)
+        tail.flush(conn)
+        return result
+    finally:
+        info.pop(TAIL, None)
