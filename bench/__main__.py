@@ -31,6 +31,7 @@ MODULES = [
     "channels",
     "search",
     "postgres",
+    "costs",
     "change_log",
 ]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"

@@ -1,12 +1,13 @@
-"""Hot statements compiled once and run on the SQLite driver's own cursor.
+"""Hot statements compiled once and run on the driver's own connection.
 
 ``Connection.execute`` costs SQLAlchemy tens of microseconds per statement beyond SQLite's own
 work (an execution context, parameter and result processing, result metadata). On the single
 writer every commit unit pays that several times over, and it was the largest part of the
 writer thread's time. A :class:`Prepared` statement is a Core statement compiled once per set
 of parameter keys; on SQLite it runs straight on the ``sqlite3`` connection underneath the
-SQLAlchemy Connection (so inside the same transaction), on any other dialect through
-``Connection.execute`` as before. Rows come back as tuples that also name their columns.
+SQLAlchemy Connection (so inside the same transaction), on PostgreSQL straight on asyncpg (see
+``pg_direct``), on any other dialect through ``Connection.execute`` as before. Rows come back as
+tuples that also name their columns.
 
 Only statements whose every parameter is either given or a literal bound in the statement are
 prepared: a column default computed in Python would be skipped by the driver, so compiling one
@@ -21,6 +22,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 from sqlalchemy.sql import ClauseElement
+
+from engine._storage import pg_direct
 
 
 class _Compiled:
@@ -58,6 +61,13 @@ class _Compiled:
             values.append(value)
         return tuple(values)
 
+    def named_records(self, records: list[Any]) -> list[Any]:
+        """Return asyncpg Records as tuples that also name their columns."""
+        if self.row is None:
+            self.row = namedtuple("Row", list(records[0].keys()), rename=True)  # type: ignore[misc]
+        make = self.row._make
+        return [make(r) for r in records]
+
     def named(self, description: Any, rows: list[tuple[Any, ...]]) -> list[Any]:
         if self.row is None:
             self.row = namedtuple("Row", [d[0] for d in description], rename=True)  # type: ignore[misc]
@@ -72,17 +82,23 @@ class Prepared:
 
     def __init__(self, statement: Any) -> None:
         self.statement = statement
-        self._compiled: dict[tuple[str, ...] | None, _Compiled] = {}
+        # By dialect too: one process may reach SQLite and PostgreSQL (the bench does).
+        self._compiled: dict[tuple[str, tuple[str, ...] | None], _Compiled] = {}
 
     def _for(self, conn: Connection, keys: tuple[str, ...] | None) -> _Compiled:
-        found = self._compiled.get(keys)
+        key = (conn.dialect.name, keys)
+        found = self._compiled.get(key)
         if found is None:
-            found = self._compiled[keys] = _Compiled(self.statement, conn.dialect, keys)
+            found = self._compiled[key] = _Compiled(self.statement, conn.dialect, keys)
         return found
 
     def rows(self, conn: Connection, params: Mapping[str, Any] | None = None) -> list[Any]:
         """Run the statement and return all its rows."""
         if not _direct(conn):
+            if pg_direct.on_asyncpg(conn):
+                compiled = self._for(conn, None)
+                records = pg_direct.fetch(conn, compiled.sql, compiled.arguments(params or {}))
+                return compiled.named_records(records) if records else []
             return list(conn.execute(self.statement, dict(params or {})).all())
         compiled = self._for(conn, None)
         cursor = conn.connection.driver_connection.execute(  # type: ignore[union-attr]
@@ -95,6 +111,10 @@ class Prepared:
         """Run the statement and return its rows as plain tuples, in the statement's column
         order (cheaper than :meth:`rows` for many rows)."""
         if not _direct(conn):
+            if pg_direct.on_asyncpg(conn):
+                compiled = self._for(conn, None)
+                records = pg_direct.fetch(conn, compiled.sql, compiled.arguments(params or {}))
+                return [tuple(record) for record in records]
             return [tuple(row) for row in conn.execute(self.statement, dict(params or {}))]
         compiled = self._for(conn, None)
         cursor = conn.connection.driver_connection.execute(  # type: ignore[union-attr]
@@ -118,6 +138,9 @@ class Prepared:
     def run(self, conn: Connection, params: Mapping[str, Any] | None = None) -> int:
         """Run a statement that returns no rows; return how many rows it changed."""
         if not _direct(conn):
+            if pg_direct.on_asyncpg(conn):
+                compiled = self._for(conn, None)
+                return pg_direct.execute(conn, compiled.sql, compiled.arguments(params or {}))
             return int(conn.execute(self.statement, dict(params or {})).rowcount)
         compiled = self._for(conn, None)
         cursor = conn.connection.driver_connection.execute(  # type: ignore[union-attr]
@@ -133,6 +156,10 @@ class Prepared:
         if not params:
             return
         if not _direct(conn):
+            if pg_direct.on_asyncpg(conn):
+                compiled = self._for(conn, tuple(sorted(params[0])))
+                pg_direct.executemany(conn, compiled.sql, [compiled.arguments(p) for p in params])
+                return
             conn.execute(self.statement, [dict(p) for p in params])
             return
         compiled = self._for(conn, tuple(sorted(params[0])))

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 
+from engine._storage import pg_direct
+
 T = TypeVar("T")
 
 #: ``conn.info`` key of the running unit's tail.
@@ -105,7 +107,10 @@ class Tail:
         payloads = [payload for _, payload in self._notices]
         flow_id, owner = self._drop or (None, None)
         params = (*history, *log, channels, payloads, flow_id, owner)
-        row = conn.exec_driver_sql(FLUSH, params).one()
+        if pg_direct.on_asyncpg(conn):
+            row = pg_direct.fetch(conn, FLUSH, params)[0]
+        else:
+            row = conn.exec_driver_sql(FLUSH, params).one()
         if self._after is not None:
             self._after(conn, int(row[1]))
 

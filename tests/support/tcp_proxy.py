@@ -151,6 +151,11 @@ class _MessageStream:
         return messages
 
 
+#: Frontend messages after which a client reads the server's answer before going on: a simple
+#: Query, a Sync (the end of an extended-protocol batch) and a Flush (asyncpg's prepare).
+ROUND_TRIP_ENDS = (b"Q", b"S", b"H")
+
+
 class _Link:
     """One client connection and its upstream connection to the target."""
 
@@ -188,6 +193,8 @@ class _Link:
             chunks.append(message)
             if kind in (STARTUP, b"Q", b"S", b"F"):
                 self._answers_due += 1
+            if kind in ROUND_TRIP_ENDS:
+                self.proxy.round_trips += 1
             if kind and self._cut_after(kind, message):
                 self._send_upstream(b"".join(chunks))
                 self._begin_commit_cut()
@@ -418,6 +425,9 @@ class CuttingProxy:
         self._refusing = False
         self._commit_cuts_armed = 0
         self._commits_cut = 0
+        #: How many times a client waited for the server: the Query, Sync and Flush messages
+        #: it sent (each ends what it sends before reading an answer); the caller may reset it.
+        self.round_trips = 0
 
     # Running.
 

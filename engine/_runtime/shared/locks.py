@@ -8,7 +8,7 @@ process asks.
 
 A holder's row is alive while its holder is: a Step's while its execution is still pending in
 the phase it took the lock for (or, for ``execute``, still in ``wait_for``: see
-``_holders``), so a commit that ends the execution or moves it to another phase frees the
+``holders_of``), so a commit that ends the execution or moves it to another phase frees the
 lock in the same transaction, whoever applies the release afterwards; an RPC's while its
 process's lease lasts. Dead rows are removed by the next change on the Flow.
 Another process learns that a Step of its own was granted through ``NOTIFY dexlite_locks``
@@ -26,173 +26,35 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, func, insert, or_, select, text, update
+from sqlalchemy import Connection, delete, insert, update
 
 from engine._runtime.activity import Activity
 from engine._runtime.handoff import LockedCommit
 from engine._runtime.locks import RPC, STEP
-from engine._runtime.shared.lease import ProcessLease, live_processes
+from engine._runtime.shared.lease import ProcessLease
+from engine._runtime.shared.lock_rows import (
+    ENDING,
+    TAKE_RPC_LOCKS,
+    clear_dead,
+    drop_rpc_locks,
+    grant,
+    holders_of,
+    lock_flow,
+    lost,
+    release_all,
+)
 from engine._storage import tables as t
 from engine._storage.postgres import PostgresDatabase
-from engine._storage.records import CommitResult, Phase, StepState
+from engine._storage.records import CommitResult
 from engine._storage.tail import tail_of
 from engine.errors import RPCLockConflictError, UnavailableError
 
 log = logging.getLogger("dexlite.locks")
 
 LOCK_CHANGES = "Attribute lock changes"
-#: The channel a grant to another process's Step is announced on (the payload: the Flow ID).
-CHANNEL = "dexlite_locks"
-_l, _w, _se = t.attribute_locks, t.lock_waiters, t.step_executions
-#: The phase of a lock row kept by a canceled attempt that is still running.
-ENDING = "ENDING"
-
-
-@dataclass(frozen=True)
-class _Holder:
-    kind: str
-    owner: str
-    alive: bool
-
-
-def _lock_flow(conn: Connection, flow_id: str) -> None:
-    conn.execute(_LOCK_FLOW, {"f": flow_id})
-
-
-#: The Flow's transaction-scoped advisory lock, and the one-statement fast paths of an RPC's
-#: locks (the functions of migration 0005): each answers false, having changed nothing, when
-#: its common case does not hold (a row on a key to take; a Step waiting on the Flow).
-_LOCK_FLOW = text("SELECT dexlite_lock_flow(:f)")
-_TAKE_RPC_LOCKS = text("SELECT dexlite_take_rpc_locks(:f, :keys, :owner, :kind, :process)")
-_DROP_RPC_LOCKS = text("SELECT dexlite_drop_rpc_locks(:f, :owner)")
-
-
-def _holders(conn: Connection, flow_id: str, keys: list[str] | None) -> dict[str, _Holder]:
-    """Return the holder of each held key of ``flow_id`` (of ``keys`` only, when given)."""
-    # An execute phase may run while the row still says wait_for: a wait that neither wrote
-    # nor waits goes on to execute without a commit.
-    same_phase = or_(
-        _se.c.phase == _l.c.phase, and_(_l.c.phase == Phase.EXECUTE, _se.c.phase == Phase.WAIT_FOR)
-    )
-    step_alive = and_(_l.c.kind == STEP, _se.c.state == StepState.PENDING, same_phase)
-    # A canceled attempt still running keeps its locks until its process lets go of them.
-    ending = and_(_l.c.kind == STEP, _l.c.phase == ENDING, _l.c.process_id.in_(live_processes()))
-    rpc_alive = and_(_l.c.kind == RPC, _l.c.process_id.in_(live_processes()))
-    query = (
-        select(
-            _l.c.lock_key, _l.c.kind, _l.c.owner, or_(step_alive, ending, rpc_alive).label("alive")
-        )
-        .select_from(_l.outerjoin(_se, _se.c.id == _l.c.owner))
-        .where(_l.c.flow_id == flow_id)
-    )
-    if keys is not None:
-        query = query.where(_l.c.lock_key.in_(keys))
-    return {
-        row.lock_key: _Holder(row.kind, row.owner, bool(row.alive)) for row in conn.execute(query)
-    }
-
-
-def _clear_dead(conn: Connection, flow_id: str, holders: dict[str, _Holder]) -> None:
-    dead = [key for key, holder in holders.items() if not holder.alive]
-    if dead:
-        conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.lock_key.in_(dead)))
-        for key in dead:
-            del holders[key]
-
-
-def _grant(conn: Connection, flow_id: str, me: str, mine: bool = True) -> list[str]:
-    """Grant waiting Steps of ``flow_id`` in arrival order; return the owners granted, and
-    (``mine``) this process's Steps holding locks on it.
-
-    Waiters of processes that died are dropped (their Steps are taken over, and wait again).
-    """
-    waiters = conn.execute(
-        select(_w.c.seq, _w.c.owner, _w.c.phase, _w.c.lock_keys, _w.c.process_id)
-        .where(_w.c.flow_id == flow_id)
-        .order_by(_w.c.seq)
-    ).all()
-    if not waiters and not mine:
-        return []  # the common case of an RPC's release: nobody to grant to
-    holders = _holders(conn, flow_id, None)
-    _clear_dead(conn, flow_id, holders)
-    live = set(conn.execute(live_processes()).scalars()) if waiters else set()
-    blocked: set[str] = set()
-    granted, gone, elsewhere = [], [], False
-    for waiter in waiters:
-        if waiter.process_id not in live:
-            gone.append(waiter.seq)
-            continue
-        keys = json.loads(waiter.lock_keys)
-        free = all(
-            (k not in holders or holders[k].owner == waiter.owner) and k not in blocked
-            for k in keys
-        )
-        if not free:
-            blocked.update(keys)  # later Steps wanting these keys wait behind this one
-            continue
-        conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.lock_key.in_(keys)))
-        conn.execute(
-            insert(_l),
-            [
-                {
-                    "flow_id": flow_id,
-                    "lock_key": key,
-                    "owner": waiter.owner,
-                    "kind": STEP,
-                    "phase": waiter.phase,
-                    "process_id": waiter.process_id,
-                }
-                for key in keys
-            ],
-        )
-        for key in keys:
-            holders[key] = _Holder(STEP, waiter.owner, True)
-        gone.append(waiter.seq)
-        granted.append(waiter.owner)
-        elsewhere = elsewhere or waiter.process_id != me
-    if gone:
-        conn.execute(delete(_w).where(_w.c.seq.in_(gone)))
-    if elsewhere:
-        conn.execute(select(func.pg_notify(CHANNEL, flow_id)))
-    if not mine:
-        return granted
-    # Also the Steps of this process granted earlier by another process's change: a waiter
-    # holds nothing until it holds every key, so holding any means it was granted.
-    held = conn.execute(
-        select(_l.c.owner)
-        .where(_l.c.flow_id == flow_id, _l.c.kind == STEP, _l.c.process_id == me)
-        .distinct()
-    ).scalars()
-    return [*granted, *held]
-
-
-def _lost(conn: Connection, flow_id: str, keys: tuple[str, ...]) -> None:
-    """Raise RPCLockConflictError for an RPC's commit that found fewer of its rows than it
-    took ``keys``, naming a key someone else holds now when there is one (its own rows are
-    dropped by then, so every row left on ``keys`` is another holder's)."""
-    holders = _holders(conn, flow_id, list(keys))
-    key = next((k for k in keys if k in holders), keys[0])
-    holder = holders[key].kind if key in holders else "nobody: this RPC's hold on it was lost"
-    raise RPCLockConflictError(key, holder, flow_id=flow_id, operation="invokeRpc")
-
-
-def _release_all(
-    conn: Connection, flow_id: str, owner: str, me: str, mine: bool
-) -> tuple[int, list[str]]:
-    """Under the Flow's advisory lock, drop ``owner``'s rows and grant the waiting Steps;
-    return how many rows were dropped and the owners ``_grant`` reports."""
-    _lock_flow(conn, flow_id)
-    dropped = conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner))
-    return dropped.rowcount, _grant(conn, flow_id, me, mine)
-
-
-def _drop_rpc_locks(conn: Connection, flow_id: str, owner: str) -> int:
-    """Drop ``owner``'s keys unless a Step waits on the Flow: the number of rows dropped, or
-    -1 (nothing done: the full transaction must grant the waiters)."""
-    return int(conn.execute(_DROP_RPC_LOCKS, {"f": flow_id, "owner": owner}).scalar_one())
+_l, _w = t.attribute_locks, t.lock_waiters
 
 
 class SharedLockTable:
@@ -233,11 +95,8 @@ class SharedLockTable:
         me = self._lease.process_id
 
         def take(conn: Connection) -> bool:
-            found = conn.execute(
-                _TAKE_RPC_LOCKS,
-                {"f": flow_id, "keys": wanted, "owner": owner, "kind": RPC, "process": me},
-            )
-            return bool(found.scalar_one())
+            params = {"f": flow_id, "keys": wanted, "owner": owner, "kind": RPC, "process": me}
+            return bool(TAKE_RPC_LOCKS.tuples(conn, params)[0][0])
 
         if await self._database.write_statement(take):
             self._rpc_keys[owner] = tuple(wanted)
@@ -247,17 +106,17 @@ class SharedLockTable:
         leftovers = [o for o, flow in self._unreleased.items() if flow == flow_id]
 
         def unit(conn: Connection) -> None:
-            _lock_flow(conn, flow_id)
+            lock_flow(conn, flow_id)
             if leftovers:
                 conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner.in_(leftovers)))
-            holders = _holders(conn, flow_id, wanted)
+            holders = holders_of(conn, flow_id, wanted)
             for key in wanted:
                 holder = holders.get(key)
                 if holder is not None and holder.alive:
                     raise RPCLockConflictError(
                         key, holder.kind, flow_id=flow_id, operation="invokeRpc"
                     )
-            _clear_dead(conn, flow_id, holders)
+            clear_dead(conn, flow_id, holders)
             conn.execute(
                 insert(_l),
                 [
@@ -292,7 +151,7 @@ class SharedLockTable:
         me = self._lease.process_id
 
         def unit(conn: Connection) -> list[str]:
-            _lock_flow(conn, flow_id)
+            lock_flow(conn, flow_id)
             conn.execute(
                 insert(_w).values(
                     flow_id=flow_id,
@@ -302,7 +161,7 @@ class SharedLockTable:
                     process_id=me,
                 )
             )
-            return _grant(conn, flow_id, me)
+            return grant(conn, flow_id, me)
 
         self._spawn(flow_id, unit)
         return future
@@ -318,7 +177,7 @@ class SharedLockTable:
             return
 
         def unit(conn: Connection) -> list[str]:
-            _lock_flow(conn, flow_id)
+            lock_flow(conn, flow_id)
             conn.execute(
                 update(_l)
                 .where(_l.c.flow_id == flow_id, _l.c.owner == owner, _l.c.kind == STEP)
@@ -335,16 +194,16 @@ class SharedLockTable:
             future.cancel()
         if (flow_id, owner) not in self._holding:
             # It took no lock here. Rows it may hold from another process die with its
-            # execution or phase (see _holders), and the next change on the Flow removes them.
+            # execution or phase (see holders_of), and the next change on the Flow removes them.
             return
         self._holding.discard((flow_id, owner))
         me = self._lease.process_id
 
         def unit(conn: Connection) -> list[str]:
-            _lock_flow(conn, flow_id)
+            lock_flow(conn, flow_id)
             conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.owner == owner))
             conn.execute(delete(_w).where(_w.c.flow_id == flow_id, _w.c.owner == owner))
-            return _grant(conn, flow_id, me)
+            return grant(conn, flow_id, me)
 
         self._spawn(flow_id, unit)
 
@@ -356,10 +215,10 @@ class SharedLockTable:
         self._rpc_keys.pop(owner, None)
 
         def drop(conn: Connection) -> int:
-            return _drop_rpc_locks(conn, flow_id, owner)
+            return drop_rpc_locks(conn, flow_id, owner)
 
         def unit(conn: Connection) -> list[str]:
-            return _release_all(conn, flow_id, owner, me, mine)[1]
+            return release_all(conn, flow_id, owner, me, mine)[1]
 
         async def release() -> list[str]:
             try:
@@ -403,9 +262,9 @@ class SharedLockTable:
         def fence(conn: Connection, dropped: int) -> None:
             nonlocal granted
             if dropped < 0:  # a Step waits on the Flow: grant it what this RPC held
-                dropped, granted = _release_all(conn, flow_id, owner, me, mine)
+                dropped, granted = release_all(conn, flow_id, owner, me, mine)
             if dropped != len(taken):
-                _lost(conn, flow_id, taken)
+                lost(conn, flow_id, taken)
 
         def releasing(conn: Connection) -> CommitResult:
             result = unit(conn)
@@ -417,7 +276,7 @@ class SharedLockTable:
             elif tail is not None:
                 tail.drop_rpc_locks(flow_id, owner, fence)
             else:
-                fence(conn, _drop_rpc_locks(conn, flow_id, owner))
+                fence(conn, drop_rpc_locks(conn, flow_id, owner))
             return result
 
         try:
@@ -443,8 +302,8 @@ class SharedLockTable:
         for flow in flows:
 
             def unit(conn: Connection, flow: str = flow) -> list[str]:
-                _lock_flow(conn, flow)
-                return _grant(conn, flow, me)
+                lock_flow(conn, flow)
+                return grant(conn, flow, me)
 
             self._spawn(flow, unit)
 
@@ -454,7 +313,7 @@ class SharedLockTable:
         for owner, flow in list(self._unreleased.items()):
 
             def unit(conn: Connection, flow: str = flow, owner: str = owner) -> list[str]:
-                return _release_all(conn, flow, owner, me, self._waits_on(flow))[1]
+                return release_all(conn, flow, owner, me, self._waits_on(flow))[1]
 
             def dropped(owner: str = owner) -> None:
                 self._unreleased.pop(owner, None)

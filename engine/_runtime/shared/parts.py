@@ -10,7 +10,7 @@ from engine._runtime.ports import TimerQueue
 from engine._runtime.shared.claims import SharedStepQueue
 from engine._runtime.shared.coordinator import Coordinator
 from engine._runtime.shared.lease import ProcessLease
-from engine._runtime.shared.locks import CHANNEL as LOCKS_CHANNEL
+from engine._runtime.shared.lock_rows import CHANNEL as LOCKS_CHANNEL
 from engine._runtime.shared.locks import SharedLockTable
 from engine._runtime.shared.notify import RemoteListener, SharedNotifier
 from engine._runtime.timeouts import Timeouts
