@@ -12,7 +12,7 @@ theirs before anything else runs).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine._runtime.handoff import LockedCommit
@@ -21,6 +21,27 @@ from engine.errors import RPCLockConflictError
 
 STEP = "a Step"
 RPC = "an RPC"
+
+
+def grants(waiters: Sequence[tuple[str, Collection[str]]], holders: Mapping[str, str]) -> list[int]:
+    """Return which ``waiters`` (owner, keys), in arrival order, are granted their keys now,
+    by index: first come, first served. ``holders`` maps each held key to its owner.
+
+    A waiter is granted when each of its keys is free or already its own, and no earlier
+    waiter that is still waiting wants it: later Steps wanting a key wait behind the first.
+    Both lock tables grant by this rule (in memory, and as rows of a shared database).
+    """
+    held = dict(holders)
+    blocked: set[str] = set()
+    granted: list[int] = []
+    for n, (owner, keys) in enumerate(waiters):
+        if all(held.get(key, owner) == owner and key not in blocked for key in keys):
+            for key in keys:
+                held[key] = owner
+            granted.append(n)
+        else:
+            blocked.update(keys)
+    return granted
 
 
 @dataclass
@@ -129,20 +150,14 @@ class MemoryLockTable:
             commit.on_released()
 
     def _grant(self, flow_id: str, locks: _FlowLocks) -> None:
-        blocked: set[str] = set()
-        still_waiting: list[_Waiter] = []
-        for waiter in locks.waiters:
-            if waiter.future.done():
-                continue
-            free = all(k not in locks.holders and k not in blocked for k in waiter.keys)
-            if free:
+        waiters = [w for w in locks.waiters if not w.future.done()]
+        holders = {key: owner for key, (_, owner) in locks.holders.items()}
+        granted = set(grants([(w.owner, w.keys) for w in waiters], holders))
+        for n, waiter in enumerate(waiters):
+            if n in granted:
                 for key in waiter.keys:
                     locks.holders[key] = (STEP, waiter.owner)
                 waiter.future.set_result(None)
-            else:
-                # Later Steps wanting these keys wait behind this one.
-                blocked.update(waiter.keys)
-                still_waiting.append(waiter)
-        locks.waiters = still_waiting
+        locks.waiters = [w for n, w in enumerate(waiters) if n not in granted]
         if not locks.holders and not locks.waiters:
             self._flows.pop(flow_id, None)

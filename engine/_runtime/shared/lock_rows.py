@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select, text
 
-from engine._runtime.locks import RPC, STEP
+from engine._runtime.locks import RPC, STEP, grants
 from engine._runtime.shared.lease import live_processes
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
@@ -95,20 +95,13 @@ def grant(conn: Connection, flow_id: str, me: str, mine: bool = True) -> list[st
     holders = holders_of(conn, flow_id, None)
     clear_dead(conn, flow_id, holders)
     live = set(conn.execute(live_processes()).scalars()) if waiters else set()
-    blocked: set[str] = set()
-    granted, gone, elsewhere = [], [], False
-    for waiter in waiters:
-        if waiter.process_id not in live:
-            gone.append(waiter.seq)
-            continue
-        keys = json.loads(waiter.lock_keys)
-        free = all(
-            (k not in holders or holders[k].owner == waiter.owner) and k not in blocked
-            for k in keys
-        )
-        if not free:
-            blocked.update(keys)  # later Steps wanting these keys wait behind this one
-            continue
+    gone = [w.seq for w in waiters if w.process_id not in live]
+    waiting = [w for w in waiters if w.process_id in live]
+    wanted = [(w.owner, json.loads(w.lock_keys)) for w in waiting]
+    chosen = grants(wanted, {key: holder.owner for key, holder in holders.items()})
+    granted, elsewhere = [], False
+    for n in chosen:
+        waiter, (_, keys) = waiting[n], wanted[n]
         conn.execute(delete(_l).where(_l.c.flow_id == flow_id, _l.c.lock_key.in_(keys)))
         conn.execute(
             insert(_l),
