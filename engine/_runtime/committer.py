@@ -10,12 +10,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
+
+from sqlalchemy import Connection
 
 from engine._runtime.activity import Activity
 from engine._runtime.handoff import HandedOff, HandOff, Handoffs, LockedCommit, nothing
-from engine._runtime.ports import Database, Notifier, OrderedWriter
+from engine._runtime.ports import Database, Notifier, OrderedWriter, StatementWriter
 from engine._storage.commits import Unit
 from engine._storage.records import AttributeWrite, CommitResult, RunInfo
+from engine._storage.rpc_writes import COMMITTED, NOT_OPEN, RPCWrites
 from engine.telemetry import Telemetry
 
 COMMITS = "commits in flight"
@@ -32,12 +36,16 @@ class Committer:
         telemetry: Telemetry | None = None,
         *,
         writer: OrderedWriter | None = None,
+        statements: StatementWriter | None = None,
     ) -> None:
         self._telemetry = telemetry or Telemetry()
         self._database = database
         #: The database's one writer, when it has one (SQLite): units handed to it commit in
         #: the order they were handed over.
         self._writer = writer
+        #: The database, when it applies a single statement as its own transaction (see
+        #: ``rpc_writes``).
+        self._statements = statements
         self._notifier = notifier
         self._activity = activity
         #: The units handed off per Flow ID, not yet ended (see ``handoff``).
@@ -50,10 +58,12 @@ class Committer:
         after: tuple[HandedOff, ...] = (),
         hand_off: HandOff | None = None,
         on_released: Callable[[], None] = nothing,
+        one_statement: RPCWrites | None = None,
     ) -> LockedCommit:
         """Return ``unit`` as a LockedCommit: committed after ``after`` (see :meth:`commit`),
-        and queued for early release when the database has one writer and ``hand_off``
-        describes the unit's writes."""
+        queued for early release when the database has one writer and ``hand_off``
+        describes the unit's writes, and runnable as ``one_statement`` where the database
+        applies single statements (PostgreSQL)."""
 
         def commit(locked: Unit) -> Awaitable[CommitResult]:
             return self.commit(locked, after)
@@ -70,7 +80,33 @@ class Committer:
             )[1]
 
         early = hand_off is not None and self._writer is not None
-        return LockedCommit(unit, commit, queue if early else None, on_released)
+        statement = None
+        if one_statement is not None and self._statements is not None:
+            statement = partial(self._commit_statement, self._statements, one_statement)
+        return LockedCommit(unit, commit, queue if early else None, on_released, statement)
+
+    async def _commit_statement(
+        self, statements: StatementWriter, writes: RPCWrites, owner: str, taken: int
+    ) -> tuple[str, CommitResult]:
+        """Apply ``writes`` as one statement dropping ``owner``'s ``taken`` lock rows; publish
+        its result when it committed. Answer what happened (see ``rpc_writes``)."""
+        notice = self._notifier.notice(writes.result)
+
+        def run(conn: Connection) -> str:
+            return writes.run(conn, owner, taken, notice)
+
+        self._activity.enter(COMMITS)
+        try:
+            started = time.perf_counter()
+            outcome = await statements.write_statement(run)
+            if outcome == COMMITTED:
+                self._telemetry.commit(time.perf_counter() - started)
+                self._notifier.publish(writes.result)
+            elif outcome == NOT_OPEN:
+                raise writes.not_open()
+            return outcome, writes.result
+        finally:
+            self._activity.leave(COMMITS)
 
     async def commit(
         self, unit: Unit, after: tuple[HandedOff, ...] = (), *, slow: bool = False

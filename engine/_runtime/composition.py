@@ -195,7 +195,14 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         notifier = LocalNotifier()
     # SQLite's one writer commits units in the order they are handed over.
     writer = opened if isinstance(opened, SQLiteDatabase) else None
-    committer = Committer(database, notifier, activity, config.telemetry, writer=writer)
+    committer = Committer(
+        database,
+        notifier,
+        activity,
+        config.telemetry,
+        writer=writer,
+        statements=opened if isinstance(opened, PostgresDatabase) else None,
+    )
     # Only the database's one writer sees every commit: on PostgreSQL others commit too.
     snapshots = Snapshots(
         database, blobs, committed if shared is None and config.state_cache_bytes > 0 else None

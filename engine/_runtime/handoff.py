@@ -60,6 +60,10 @@ class LockedCommit:
     queue: Callable[[Unit], Awaitable[CommitResult]] | None = None
     #: Told as soon as the keys are free (once, however the commit ends).
     on_released: Callable[[], None] = nothing
+    #: The unit as one statement that also drops the RPC's lock rows, where the database
+    #: runs it so (see ``rpc_writes``): given the owner and how many rows it took, it
+    #: answers what happened and the unit's result.
+    statement: Callable[[str, int], Awaitable[tuple[str, CommitResult]]] | None = None
 
 
 class HandedOff:

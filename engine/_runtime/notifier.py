@@ -25,6 +25,10 @@ class LocalNotifier:
         """Return ``unit`` as it runs in the database: no other process needs to hear of it."""
         return unit
 
+    def notice(self, result: CommitResult) -> tuple[str, str] | None:
+        """Return the (channel, payload) a commit of ``result`` sends: none here."""
+        return None
+
     def publish(self, result: CommitResult) -> None:
         """Deliver ``result`` to every listener; one listener's failure does not stop the rest."""
         if not result.changes:

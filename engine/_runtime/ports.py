@@ -27,6 +27,7 @@ __all__ = [
     "LockTable",
     "Notifier",
     "OrderedWriter",
+    "StatementWriter",
     "StepQueue",
     "StreamStore",
     "TimerHandle",
@@ -69,6 +70,13 @@ class OrderedWriter(Protocol):
 
     def submit(self, unit: Callable[[Connection], T], *, slow: bool = False) -> asyncio.Future[T]:
         """Queue ``unit`` now; the future resolves once it committed."""
+
+
+class StatementWriter(Protocol):
+    """A database that applies a unit of exactly one statement as its own transaction."""
+
+    async def write_statement(self, unit: Callable[[Connection], T]) -> T:
+        """Apply ``unit(conn)``, one statement, and return its result once committed."""
 
 
 class BlobStore(Protocol):
@@ -182,6 +190,10 @@ class Notifier(Protocol):
     ) -> Callable[[Connection], CommitResult]:
         """Return ``unit`` as the database should run it (announcing it to other processes
         in its own transaction, where there are any)."""
+
+    def notice(self, result: CommitResult) -> tuple[str, str] | None:
+        """Return the (channel, payload) that announces ``result`` to other processes, for a
+        commit made without :meth:`within`; None where there are none."""
 
     def publish(self, result: CommitResult) -> None:
         """Deliver ``result`` to every listener."""

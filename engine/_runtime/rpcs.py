@@ -22,6 +22,7 @@ from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec
 from engine._storage import commits, reads
 from engine._storage.records import StagedEffects
+from engine._storage.rpc_writes import rpc_writes
 from engine.clock import Clock, to_micros
 from engine.errors import (
     EngineError,
@@ -253,12 +254,13 @@ class RPCExecutor:
             result = await self._run_handler(spec, definition, context, value)
             staged = await self._effects(spec, definition, context, result, transactional)
             if staged.changes_state() or transactional:
+                now = to_micros(self._clock.now())
                 unit = commits.commit_rpc(
                     flow_id=flow_id,
                     run_id=snapshot.run.run_id,
                     rpc_name=rpc_name,
                     effects=staged,
-                    now=to_micros(self._clock.now()),
+                    now=now,
                 )
                 # Writes alone under locks may be read by the next holder of the keys before
                 # they commit.
@@ -267,8 +269,22 @@ class RPCExecutor:
                     if plan.lock_keys and _writes_only(staged)
                     else None
                 )
+                one = None
+                if plan.lock_keys:
+                    one = rpc_writes(
+                        flow_id=flow_id,
+                        flow_type=flow_type,
+                        run_id=snapshot.run.run_id,
+                        rpc_name=rpc_name,
+                        effects=staged,
+                        now=now,
+                    )
                 locked = self._committer.locked(
-                    unit, after=after, hand_off=hand_off, on_released=on_released
+                    unit,
+                    after=after,
+                    hand_off=hand_off,
+                    on_released=on_released,
+                    one_statement=one,
                 )
                 await self._locks.commit_releasing(flow_id, owner, locked)
             return staged.output

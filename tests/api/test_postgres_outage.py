@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import pytest
 import engine
 from app.settings import Settings
 from engine import Context, Flow, Step, StepDecision, StepList, graceful_complete
+from engine._storage import rpc_writes
 from tests.api.test_database_outage import REGISTRY as TALLY_REGISTRY
 from tests.conftest import api_client, running_engine
 from tests.support import backends
@@ -185,7 +187,9 @@ async def test_an_rpc_whose_commit_outcome_is_unknown_is_not_replayed(
             assert (await client.post("/api/v1/flows/u/rpcs/add", json={"input": 1})).json() == {
                 "output": 1
             }
-            await asyncio.to_thread(proxy.cut_after_commit, 1)
+            # A locked RPC that only writes commits as one statement of its own.
+            one_statement = rpc_writes.SQL.strip()[:40]
+            await asyncio.to_thread(partial(proxy.cut_after_commit, 1, also=(one_statement,)))
             lost = await client.post("/api/v1/flows/u/rpcs/add", json={"input": 10})
             assert_problem(lost, 503, "UNAVAILABLE")
             assert proxy.commits_cut == 1

@@ -53,8 +53,9 @@ def _cstring(payload: bytes, start: int) -> tuple[bytes, int]:
     return payload[start:end], end + 1
 
 
-def _is_commit(sql: bytes) -> bool:
-    return sql.decode("utf-8", "replace").strip().upper().startswith("COMMIT")
+def _starts(sql: bytes, prefixes: tuple[str, ...]) -> bool:
+    text = sql.decode("utf-8", "replace").strip().upper()
+    return any(text.startswith(prefix) for prefix in prefixes)
 
 
 def _abort(transport: asyncio.Transport) -> None:
@@ -207,11 +208,11 @@ class _Link:
         payload = message[5:]
         if kind == b"Q":  # Query: the simple protocol
             sql, _ = _cstring(payload, 0)
-            return _is_commit(sql) and self.proxy._take_commit_cut()
+            return _starts(sql, self.proxy._commit_texts) and self.proxy._take_commit_cut()
         if kind == b"P":  # Parse: statement name, query, parameter types
             name, offset = _cstring(payload, 0)
             sql, _ = _cstring(payload, offset)
-            if _is_commit(sql):
+            if _starts(sql, self.proxy._commit_texts):
                 self._commit_statements.add(name)
             else:
                 self._commit_statements.discard(name)  # the name now means another query
@@ -425,6 +426,7 @@ class CuttingProxy:
         self._refusing = False
         self._commit_cuts_armed = 0
         self._commits_cut = 0
+        self._commit_texts: tuple[str, ...] = ("COMMIT",)
         #: How many times a client waited for the server: the Query, Sync and Flush messages
         #: it sent (each ends what it sends before reading an answer); the caller may reset it.
         self.round_trips = 0
@@ -531,10 +533,11 @@ class CuttingProxy:
 
         self._call(set_refusing())
 
-    def cut_after_commit(self, count: int = 1) -> None:
+    def cut_after_commit(self, count: int = 1, *, also: tuple[str, ...] = ()) -> None:
         """Arm the proxy: each of the next ``count`` COMMITs a client sends reaches the server,
         and that client's connection is reset without the server's answer being relayed (the
-        commit happens; the client cannot know). ``count=0`` disarms it.
+        commit happens; the client cannot know). ``count=0`` disarms it. ``also``: the starts
+        of statements that commit on their own (run outside a transaction), cut likewise.
 
         A COMMIT is a simple Query whose text starts with COMMIT (what asyncpg, and SQLAlchemy
         over it, send), or an extended-protocol Execute of a statement whose Parse text starts
@@ -545,8 +548,11 @@ class CuttingProxy:
         if count < 0:
             raise ValueError(f"count must not be negative, not {count}")
 
+        texts = ("COMMIT", *(text.strip().upper() for text in also))
+
         async def arm() -> None:
             self._commit_cuts_armed = count
+            self._commit_texts = texts
 
         self._call(arm())
 

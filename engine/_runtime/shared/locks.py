@@ -48,6 +48,7 @@ from engine._runtime.shared.lock_rows import (
 from engine._storage import tables as t
 from engine._storage.postgres import PostgresDatabase
 from engine._storage.records import CommitResult
+from engine._storage.rpc_writes import LOST, WAITERS
 from engine._storage.tail import tail_of
 from engine.errors import RPCLockConflictError, UnavailableError
 
@@ -256,6 +257,21 @@ class SharedLockTable:
                 commit.on_released()
         me = self._lease.process_id
         mine = self._waits_on(flow_id)
+        if commit.statement is not None and not mine:
+            # The commit and the release as one statement; when a Step waits on the Flow it
+            # does nothing, and the unit below grants the Step what this RPC held.
+            try:
+                outcome, result = await commit.statement(owner, len(taken))
+            except BaseException:
+                with contextlib.suppress(Exception):  # as below
+                    await self.release_now(flow_id, owner)
+                commit.on_released()
+                raise
+            if outcome != WAITERS:
+                commit.on_released()
+                if outcome == LOST:
+                    await self._database.read(lambda conn: lost(conn, flow_id, taken))
+                return result
         granted: list[str] = []
         unit = commit.unit
 

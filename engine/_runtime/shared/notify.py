@@ -120,6 +120,12 @@ class SharedNotifier(LocalNotifier):
 
         return announced
 
+    def notice(self, result: CommitResult) -> tuple[str, str] | None:
+        """Return the (channel, payload) a commit of ``result`` sends, for a commit made
+        without :meth:`within` (one statement of its own)."""
+        payload = _notice(self._process_id, result.changes)
+        return None if payload is None else (COMMITS_CHANNEL, payload)
+
     def subscribe_remote(self, listener: RemoteListener) -> None:
         """Call ``listener`` with every run another process's commit changed."""
         self._remote.append(listener)

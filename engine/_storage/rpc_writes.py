@@ -1,0 +1,175 @@
+"""A locked RPC that only writes Attributes, committed on PostgreSQL as one statement.
+
+The common RPC (a counter, the chunked pattern's registration) locks some Attributes, writes
+them and returns. Committed as a unit, it costs a BEGIN, the run's lock, the writes, the tail
+and a COMMIT: five round trips. Here the same changes are one statement, its own transaction,
+which drops the RPC's lock rows first and writes only if it dropped exactly the rows the RPC
+took (the fence) and the run is still open:
+
+- the run's next commit number (as ``rows.lock_run`` takes it inside a journaled unit);
+- the Attribute rows (upserts and deletes, the last write to a key winning);
+- the ``RPC_COMMITTED`` history event and the change-log rows, as the journal writes them;
+- the commit notice for the other processes.
+
+It answers what the drop found, so the caller knows which of four things happened: all of it
+(committed), nothing because a Step waits on the Flow (the function changed nothing: the
+unit runs instead, granting the Step), the run was not open (the rows are dropped: the RPC
+fails as its unit would), or fewer rows than taken (the lock was lost: the RPC fails).
+
+Only RPCs whose effects are writes alone, none to an indexed Attribute and no history of their
+own, qualify (:func:`rpc_writes`); every other commit is a unit as before.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from engine._storage import pg_direct
+from engine._storage.records import (
+    AttributeWrite,
+    CommitResult,
+    HistoryEventType,
+    RunChange,
+    StagedEffects,
+)
+from engine.errors import FlowNotActiveOrNotFoundError
+
+SQL = """
+WITH d AS MATERIALIZED (
+    SELECT dexlite_drop_rpc_locks($1::text, $2::text) AS dropped
+), r AS (
+    UPDATE runs SET commit_seq = commit_seq + CASE WHEN change_log THEN 1 ELSE 0 END
+    WHERE run_id = $3::varchar AND status = 'RUNNING' AND (SELECT dropped FROM d) = $4::int
+    RETURNING CASE WHEN change_log THEN commit_seq ELSE 0 END AS seq, change_log
+), u AS (
+    INSERT INTO attributes (run_id, instance, name, value, blob, updated_at)
+    SELECT $3::varchar, i, nm, v, b, $5::int8
+    FROM r, unnest($6::varchar[], $7::varchar[], $8::text[], $9::bool[]) AS x(nm, i, v, b)
+    ON CONFLICT (run_id, instance, name) DO UPDATE
+        SET value = excluded.value, blob = excluded.blob, updated_at = excluded.updated_at
+), x AS (
+    DELETE FROM attributes AS a
+    USING r, unnest($10::varchar[], $11::varchar[]) AS y(nm, i)
+    WHERE a.run_id = $3::varchar AND a.name = y.nm AND a.instance = y.i
+), h AS (
+    INSERT INTO history (run_id, event_type, at, details, commit_seq)
+    SELECT $3::varchar, $12::varchar, $5::int8, $13::text, r.seq FROM r
+), c AS (
+    INSERT INTO change_log
+        (run_id, commit_seq, pos, kind, name, instance, message_id, value, at, external)
+    SELECT $3::varchar, r.seq, z.p, 'W', z.nm, z.i, NULL, z.v, NULL, true
+    FROM r, unnest($14::varchar[], $15::varchar[], $16::text[]) WITH ORDINALITY AS z(nm, i, v, p)
+    WHERE r.change_log
+), n AS (
+    SELECT pg_notify($17::text, $18::text) FROM r WHERE $18::text IS NOT NULL
+)
+SELECT (SELECT dropped FROM d), (SELECT count(*) FROM r), (SELECT count(*) FROM n)
+"""
+
+#: What the statement found: the run open and the fence held (all written).
+COMMITTED = "committed"
+#: A Step waits on the Flow: nothing was done, the unit must run (it grants the Step).
+WAITERS = "waiters"
+#: The run was not open: the lock rows were dropped, nothing was written.
+NOT_OPEN = "not open"
+#: Fewer lock rows than the RPC took were found (and dropped): nothing was written.
+LOST = "lost"
+
+
+@dataclass(frozen=True)
+class RPCWrites:
+    """One RPC's writes-only commit, ready to run as one statement."""
+
+    flow_id: str
+    run_id: str
+    rpc_name: str
+    writes: tuple[AttributeWrite, ...]
+    history_details: str
+    now: int
+    #: What the commit changed, as the unit would have answered it.
+    result: CommitResult
+
+    def not_open(self) -> FlowNotActiveOrNotFoundError:
+        """The error of a run that was not open, as ``commits.commit_rpc`` raises it."""
+        return FlowNotActiveOrNotFoundError(
+            f"Flow {self.flow_id} is not active; RPC {self.rpc_name} has durable effects and "
+            "needs an active run",
+            flow_id=self.flow_id,
+            operation="invokeRpc",
+        )
+
+    def run(self, conn: Connection, owner: str, taken: int, notice: tuple[str, str] | None) -> str:
+        """Run the statement on ``conn`` (outside a transaction: it is its own), dropping
+        ``owner``'s rows, ``taken`` of them expected; return what happened."""
+        latest: dict[tuple[str, str], AttributeWrite] = {}
+        for w in self.writes:
+            latest[(w.name, w.instance)] = w
+        kept = [w for w in latest.values() if w.value is not None or w.blob]
+        gone = [w for w in latest.values() if w.value is None and not w.blob]
+        # Hard-delete values are one per Flow ID and never restored: not logged.
+        logged = [w for w in latest.values() if not w.hard_delete]
+        channel, payload = notice or (None, None)
+        args = (
+            self.flow_id,
+            owner,
+            self.run_id,
+            taken,
+            self.now,
+            [w.name for w in kept],
+            [w.instance for w in kept],
+            [w.value for w in kept],
+            [w.blob for w in kept],
+            [w.name for w in gone],
+            [w.instance for w in gone],
+            HistoryEventType.RPC_COMMITTED.value,
+            self.history_details,
+            [w.name for w in logged],
+            [w.instance for w in logged],
+            [w.value for w in logged],
+            channel,
+            payload,
+        )
+        dropped, runs, _ = pg_direct.fetch(conn, SQL, args)[0]
+        if dropped < 0:
+            return WAITERS
+        if dropped != taken:
+            return LOST
+        return COMMITTED if runs else NOT_OPEN
+
+
+def rpc_writes(
+    *, flow_id: str, flow_type: str, run_id: str, rpc_name: str, effects: StagedEffects, now: int
+) -> RPCWrites | None:
+    """Return the RPC's commit as one statement, or None when its effects are more than
+    Attribute writes (or write an indexed Attribute): those commit as a unit."""
+    if not effects.writes or any(w.index is not None for w in effects.writes):
+        return None
+    if (
+        effects.channel_deletions
+        or effects.channel_publications
+        or effects.cancel_step_types
+        or effects.next_steps
+        or effects.decision is not None
+        or effects.history
+    ):
+        return None
+    # As commits.commit_rpc writes its event.
+    details = {
+        "rpc": rpc_name,
+        "attributes": sorted({w.key for w in effects.writes}),
+        "canceledSteps": [],
+        "nextSteps": [],
+    }
+    change = RunChange(flow_id=flow_id, flow_type=flow_type, run_id=run_id, writes=effects.writes)
+    return RPCWrites(
+        flow_id=flow_id,
+        run_id=run_id,
+        rpc_name=rpc_name,
+        writes=effects.writes,
+        history_details=json.dumps(details, separators=(",", ":"), default=str),
+        now=now,
+        result=CommitResult((change,)),
+    )
