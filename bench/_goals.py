@@ -331,6 +331,8 @@ def load_memory(path: Path = MEMORY_RESULTS) -> dict[str, Any] | None:
 
 def goals(results: Mapping[str, Any], memory: Mapping[str, Any] | None) -> list[Goal]:
     """Return every goal row from a run's results (and the memory run's, if any)."""
+    from bench._pg_goals import pg_goals  # it builds on this module's Goal
+
     parts: list[tuple[str, Callable[[], list[Goal]]]] = [
         ("http_register", lambda: _register(results)),
         ("rpc_roundtrip", lambda: _rpc(results)),
@@ -339,6 +341,7 @@ def goals(results: Mapping[str, Any], memory: Mapping[str, Any] | None) -> list[
         ("memory", lambda: _memory(memory)),
         ("chunked append", lambda: _flat(results)),
         ("change_log", lambda: _change_log(results)),
+        ("postgres", lambda: pg_goals(results)),
     ]
     rows: list[Goal] = []
     for name, part in parts:

@@ -13,8 +13,8 @@ synchronous=FULL) and on PostgreSQL (a fresh database), and reports:
 - WAL bytes per operation (``pg_current_wal_lsn`` before and after);
 - round trips per operation, counted on the wire: a second, shorter run goes through a proxy
   (tests/support/tcp_proxy) that counts every Query, Sync and Flush message the engine sends
-  (each ends what it sends before it reads an answer), background work (lease renewals,
-  polls) included;
+  (each ends what it sends before it reads an answer); net of the background's (lease
+  renewals, polls: the count while the engine then sits idle as long), and with it;
 - what those CPU figures project for a machine of 16 and of 64 cores: dexlite and PostgreSQL
   on one machine (cores / both CPUs), and on machines of their own (the smaller of cores /
   each CPU), assuming work spreads over the cores, which it does over processes (several
@@ -175,14 +175,16 @@ async def _measure(url: str, blobs: Path, sizes: dict[str, int], dsn: str | None
     return out
 
 
-async def _count_round_trips(url: str, blobs: Path, sizes: dict[str, int]) -> dict[str, float]:
-    """Round trips per operation, counted by a proxy in front of the server at ``url``."""
+async def _count_round_trips(url: str, blobs: Path, sizes: dict[str, int]) -> dict[str, Any]:
+    """Round trips per operation, counted by a proxy in front of the server at ``url``: all
+    of them, and net of the background's (lease renewals, polls), counted while the engine
+    sat idle for as long as the operations took."""
     host_port = url.split("@", 1)[1].split("/", 1)[0]
     host, port = host_port.rsplit(":", 1)
     with CuttingProxy(host, int(port)) as proxy:
         proxied = url.replace(host_port, f"127.0.0.1:{proxy.port}")
         config = engine.EngineConfig(database_url=proxied, blob_dir=str(blobs))
-        out: dict[str, float] = {}
+        out: dict[str, Any] = {"all": {}}
         async with engine.Engine(engine.Registry(Operations.flows()), config) as eng:
             ops = Operations(eng)
             await ops.prepare()
@@ -190,8 +192,14 @@ async def _count_round_trips(url: str, blobs: Path, sizes: dict[str, int]) -> di
             for kind in OPERATIONS:
                 await ops.run(kind)(n // 4)  # warm up: statements prepared
                 proxy.round_trips = 0
+                began = time.perf_counter()
                 await ops.run(kind)(n)
-                out[kind] = round(proxy.round_trips / n, 2)
+                spent = time.perf_counter() - began
+                counted = proxy.round_trips
+                proxy.round_trips = 0
+                await asyncio.sleep(spent)  # the background alone, as long
+                out["all"][kind] = round(counted / n, 2)
+                out[kind] = round(max(counted - proxy.round_trips, 0) / n, 2)
         return out
 
 
@@ -203,7 +211,7 @@ def _postgres_database() -> Iterator[str]:
 
 def _projection(dexlite_us: float, postgres_us: float) -> dict[str, float]:
     """Operations per second that the CPU figures allow on 16 and 64 cores."""
-    out = {}
+    out: dict[str, float] = {}
     for cores in CORES:
         budget = cores * 1e6
         out[f"one_machine_{cores}"] = round(budget / (dexlite_us + postgres_us))
@@ -226,6 +234,8 @@ def _print(results: dict[str, Any]) -> None:
             f"{p['cpu_us']:>8,}{p['postgres_cpu_us']:>10,}{trips[kind]:>7}{p['wal_bytes']:>7,}"
             f"{ratio:>9.2f}x"
         )
+    background = ", ".join(f"{OPERATIONS[k]} {trips['all'][k]}" for k in OPERATIONS)
+    print(f"  trips: net of the background's; with it: {background}")
     print("  projected PostgreSQL operations/s from the CPU figures (one machine / own machines):")
     for kind, label in OPERATIONS.items():
         proj = results["projection"][kind]
