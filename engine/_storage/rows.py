@@ -103,13 +103,14 @@ def lock_run_at_attempt(
 ) -> LockedRun | None:
     """Lock ``run_id`` and return it when it is open and the Step execution is still pending
     at ``attempt`` under the claim ``fence``; None otherwise."""
-    if conn.dialect.name != "sqlite":
+    log = conn.info.get(JOURNAL)
+    taking = log is not None and not log.numbered(run_id)
+    if conn.dialect.name != "sqlite" and not taking:
+        # Read without a lock, the attempt could be stale: lock the run, then read it.
         run = lock_run(conn, run_id)
         if run is None or not run.is_running:
             return None
         return run if attempt_is_current(conn, step_id, attempt, fence) else None
-    log = conn.info.get(JOURNAL)
-    taking = log is not None and not log.numbered(run_id)
     statement = _TAKE_RUN_AND_ATTEMPT if taking else _RUN_AND_ATTEMPT
     row = statement.first(conn, {"run_id": run_id, "b_run_id": run_id, "step_id": step_id})
     if (

@@ -75,11 +75,16 @@ _TAKE_RUN = Prepared(_TAKE.returning(*_TAKEN))
 
 
 def _of_step(column: Any) -> Any:
-    return select(column).where(_se.c.id == bindparam("step_id")).scalar_subquery()
+    # FOR UPDATE (PostgreSQL; SQLite renders none): the subquery runs once the UPDATE holds
+    # the run's row, and locking reads the execution's latest committed version, not the
+    # statement's snapshot, which predates the wait for the run's lock.
+    return (
+        select(column).where(_se.c.id == bindparam("step_id")).with_for_update().scalar_subquery()
+    )
 
 
-# SQLite's Step commit: the run, its number and the attempt in one statement, as
-# _RUN_AND_ATTEMPT reads them (its single writer runs one unit at a time).
+# A Step's commit: the run, its number and the attempt in one statement, as _RUN_AND_ATTEMPT
+# reads them.
 _TAKE_RUN_AND_ATTEMPT = Prepared(
     _TAKE.returning(
         *_TAKEN,
