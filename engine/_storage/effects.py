@@ -232,6 +232,9 @@ def _close_step(
 ) -> tuple[RunStatus | None, tuple[str, ...]]:
     """Close the deciding Step execution, then the run when the decision ends it."""
     failed = decision.kind == OutcomeKind.FAILED
+    # Below, only a decision that may close the run reads the executions again (is the run
+    # done? which are still pending?): any other's close goes with the unit's last writes.
+    read_again = not effects.next_steps or decision.kind == OutcomeKind.FORCE_COMPLETE
     rows.close_step(
         conn,
         run.run_id,
@@ -243,6 +246,7 @@ def _close_step(
         output=decision.output,
         error_type=decision.error_type,
         error_message=decision.error_message,
+        read_again=read_again,
     )
     event = {
         "stepType": decision.step_type,

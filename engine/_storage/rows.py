@@ -53,6 +53,7 @@ from engine._storage.statements import (
     _upsert_attributes,
     dialect_insert,
 )
+from engine._storage.tail import tail_of
 
 # -- the run ------------------------------------------------------------------------------------
 
@@ -375,8 +376,27 @@ def close_step(
     output: str | None,
     error_type: str | None,
     error_message: str | None,
+    read_again: bool = True,
 ) -> None:
-    """Close a Step execution with its outcome, decided in ``phase``."""
+    """Close a Step execution with its outcome, decided in ``phase``; with its unit's last
+    writes (see ``tail``) unless the unit reads the execution again (``read_again``)."""
+    commit = journal(conn).commit(conn, run_id)
+    tail = None if read_again else tail_of(conn)
+    if tail is not None:
+        tail.close_step(
+            {
+                "id": step_id,
+                "state": state.value,
+                "phase": phase.value,
+                "closed_at": now,
+                "closed_commit": commit,
+                "is_completion": is_completion,
+                "output": output,
+                "error_type": error_type,
+                "error_message": error_message,
+            }
+        )
+        return
     _CLOSE_STEP.run(
         conn,
         {
@@ -384,7 +404,7 @@ def close_step(
             "b_state": state,
             "b_now": now,
             "b_phase": phase,
-            "b_commit": journal(conn).commit(conn, run_id),
+            "b_commit": commit,
             "b_completion": is_completion,
             "b_output": output,
             "b_error_type": error_type,

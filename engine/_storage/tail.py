@@ -1,8 +1,9 @@
 """The end of a commit unit on PostgreSQL: what it writes last, sent as one statement.
 
 A unit's last writes need no answer before the unit ends: its history events and change-log
-rows (the journal), the notice announcing the commit to other processes, and the release of
-an RPC's Attribute locks (whose count, the fence, is checked after). Each used to be a
+rows (the journal), the close of a Step execution nothing in the unit reads again, the notice
+announcing the commit to other processes, and the release of an RPC's Attribute locks (whose
+count, the fence, is checked after). Each used to be a
 statement of its own, and on PostgreSQL every statement is a round trip to the server and
 about a tenth of a millisecond of this process's CPU. Here they are gathered while the unit
 runs and written by one statement of fixed text (prepared once per connection), rows passed
@@ -42,6 +43,16 @@ WITH h AS (
     SELECT * FROM unnest(
         $6::varchar[], $7::int8[], $8::int4[], $9::varchar[], $10::varchar[],
         $11::varchar[], $12::varchar[], $13::text[], $14::int8[], $15::bool[])
+), s AS (
+    UPDATE step_executions AS se
+    SET state = v.state, phase = v.phase, closed_at = v.at, closed_commit = v.cm,
+        due_at = NULL, is_completion = v.done, output = v.out, error_type = v.et,
+        error_message = v.em
+    FROM unnest(
+        $20::varchar[], $21::varchar[], $22::varchar[], $23::int8[], $24::int8[],
+        $25::bool[], $26::text[], $27::varchar[], $28::text[])
+        AS v(id, state, phase, at, cm, done, out, et, em)
+    WHERE se.id = v.id
 ), n AS (
     SELECT pg_notify(ch, p) FROM unnest($16::text[], $17::text[]) AS x(ch, p)
 )
@@ -49,6 +60,17 @@ SELECT (SELECT count(*) FROM n),
        CASE WHEN $18::text IS NULL THEN NULL ELSE dexlite_drop_rpc_locks($18, $19) END
 """
 
+_CLOSE = (
+    "id",
+    "state",
+    "phase",
+    "closed_at",
+    "closed_commit",
+    "is_completion",
+    "output",
+    "error_type",
+    "error_message",
+)
 _HISTORY = ("run_id", "event_type", "at", "details", "commit_seq")
 _LOG = (
     "run_id",
@@ -67,12 +89,13 @@ _LOG = (
 class Tail:
     """The last writes of one unit, sent together by :meth:`flush`."""
 
-    __slots__ = ("_after", "_drop", "_history", "_log", "_notices")
+    __slots__ = ("_after", "_closes", "_drop", "_history", "_log", "_notices")
 
     def __init__(self) -> None:
         self._history: list[dict[str, Any]] = []
         self._log: list[dict[str, Any]] = []
         self._notices: list[tuple[str, str]] = []
+        self._closes: list[dict[str, Any]] = []
         self._drop: tuple[str, str] | None = None
         self._after: Callable[[Connection, int], None] | None = None
 
@@ -83,6 +106,10 @@ class Tail:
     def log(self, rows: list[dict[str, Any]]) -> None:
         """Add change-log rows (``tables.change_log`` columns)."""
         self._log.extend(rows)
+
+    def close_step(self, row: dict[str, Any]) -> None:
+        """Close a Step execution (``_CLOSE`` columns): for a unit that reads it no more."""
+        self._closes.append(row)
 
     def notify(self, channel: str, payload: str) -> None:
         """Send ``payload`` on ``channel`` with the commit."""
@@ -99,14 +126,15 @@ class Tail:
 
     def flush(self, conn: Connection) -> None:
         """Send everything gathered as one statement (none when nothing was)."""
-        if not (self._history or self._log or self._notices or self._drop):
+        if not (self._history or self._log or self._notices or self._drop or self._closes):
             return
         history = [[row[key] for row in self._history] for key in _HISTORY]
         log = [[row[key] for row in self._log] for key in _LOG]
         channels = [channel for channel, _ in self._notices]
         payloads = [payload for _, payload in self._notices]
         flow_id, owner = self._drop or (None, None)
-        params = (*history, *log, channels, payloads, flow_id, owner)
+        closes = [[row[key] for row in self._closes] for key in _CLOSE]
+        params = (*history, *log, channels, payloads, flow_id, owner, *closes)
         if pg_direct.on_asyncpg(conn):
             row = pg_direct.fetch(conn, FLUSH, params)[0]
         else:
