@@ -17,9 +17,10 @@ from sqlalchemy import Connection
 from engine._runtime.activity import Activity
 from engine._runtime.handoff import HandedOff, HandOff, Handoffs, LockedCommit, nothing
 from engine._runtime.ports import Database, Notifier, OrderedWriter, StatementWriter
-from engine._storage.commits import Unit
+from engine._storage.commits import StaleAttemptError, Unit
 from engine._storage.records import AttributeWrite, CommitResult, RunInfo
 from engine._storage.rpc_writes import COMMITTED, NOT_OPEN, RPCWrites
+from engine._storage.step_moves import StepMove
 from engine.telemetry import Telemetry
 
 COMMITS = "commits in flight"
@@ -85,6 +86,23 @@ class Committer:
             statement = partial(self._commit_statement, self._statements, one_statement)
         return LockedCommit(unit, commit, queue if early else None, on_released, statement)
 
+    async def _commit_move(self, statements: StatementWriter, move: StepMove) -> CommitResult:
+        notice = self._notifier.notice(move.result)
+
+        def run(conn: Connection) -> bool:
+            return move.run(conn, notice)
+
+        self._activity.enter(COMMITS)
+        try:
+            started = time.perf_counter()
+            if not await statements.write_statement(run):
+                raise StaleAttemptError(move.decision.step_id)
+            self._telemetry.commit(time.perf_counter() - started)
+            self._notifier.publish(move.result)
+            return move.result
+        finally:
+            self._activity.leave(COMMITS)
+
     async def _commit_statement(
         self, statements: StatementWriter, writes: RPCWrites, owner: str, taken: int
     ) -> tuple[str, CommitResult]:
@@ -109,14 +127,23 @@ class Committer:
             self._activity.leave(COMMITS)
 
     async def commit(
-        self, unit: Unit, after: tuple[HandedOff, ...] = (), *, slow: bool = False
+        self,
+        unit: Unit,
+        after: tuple[HandedOff, ...] = (),
+        *,
+        slow: bool = False,
+        move: StepMove | None = None,
     ) -> CommitResult:
         """Apply ``unit`` in one transaction, publish its result, and return it.
 
         ``after`` are the handed-off units whose writes the caller read: if one of them does
         not commit, neither does this unit (it fails with that unit's error). ``slow``: the
-        unit may work through many rows (see ``Database.write``).
+        unit may work through many rows (see ``Database.write``). ``move``: the same Step
+        decision as one statement, applied instead where the database runs it so (see
+        ``step_moves``); like the unit, it raises StaleAttemptError when it may not commit.
         """
+        if move is not None and self._statements is not None and not after:
+            return await self._commit_move(self._statements, move)
         within = self._notifier.within(unit)
         if after:
             within = HandedOff(within, after)

@@ -42,6 +42,7 @@ from engine._storage.records import (
     StagedEffects,
     StepClose,
 )
+from engine._storage.step_moves import StepMove, step_move
 from engine._streams import StreamService
 from engine.clock import Clock, to_micros
 from engine.errors import InvalidStepResultError
@@ -388,25 +389,31 @@ class Scheduler:
 
     async def _commit_step(self, attempt: Attempt, staged: StagedEffects) -> None:
         step = attempt.step
+        now = self._now()
         unit = commits.commit_step(
+            run_id=step.run_id, attempt=step.attempt, effects=staged, now=now, fence=step.fence
+        )
+        move = step_move(
+            flow_id=step.flow_id,
+            flow_type=step.flow_type,
             run_id=step.run_id,
             attempt=step.attempt,
-            effects=staged,
-            now=self._now(),
             fence=step.fence,
+            effects=staged,
+            now=now,
         )
-        if await self._commit(attempt, unit):
+        if await self._commit(attempt, unit, move):
             decision = staged.decision
             if isinstance(decision, StepClose):
                 self._report(step, decision.kind.value.lower())
             else:
                 self._report(step, "waiting" if isinstance(decision, EnterWait) else "waited")
 
-    async def _commit(self, attempt: Attempt, unit: Unit) -> bool:
-        """Commit a unit of this attempt and return True; a canceled or superseded attempt is
-        dropped (False)."""
+    async def _commit(self, attempt: Attempt, unit: Unit, move: StepMove | None = None) -> bool:
+        """Commit a unit of this attempt (or ``move``, the same as one statement) and return
+        True; a canceled or superseded attempt is dropped (False)."""
         try:
-            await self._committer.commit(unit, attempt.after)
+            await self._committer.commit(unit, attempt.after, move=move)
         except StaleAttemptError:
             self._stop(attempt)
             self._report(attempt.step, "superseded")
