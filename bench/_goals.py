@@ -53,7 +53,7 @@ def _not_run(goal: str, what: str, target: str, why: str) -> Goal:
     return Goal(goal, what, "-", target, None, NOT_RUN, why)
 
 
-def _scenario(results: Mapping[str, Any], name: str) -> tuple[dict[str, Any] | None, str]:
+def scenario(results: Mapping[str, Any], name: str) -> tuple[dict[str, Any] | None, str]:
     """Return a scenario's figures, or None and why there are none."""
     got = results.get("scenarios", {}).get(name)
     if got is None:
@@ -71,7 +71,7 @@ def _register(results: Mapping[str, Any]) -> list[Goal]:
         ("1b", "register on one Flow over HTTP (32 conn.) / pydantic echo", "≥ 0.25×"),
         ("1c", "register under load: every response 201, no sequence lost or duplicated", "all"),
     ]
-    got, why = _scenario(results, "http_register")
+    got, why = scenario(results, "http_register")
     if got is None:
         return [_not_run(g, w, t, why) for g, w, t in what]
     par, ratios = got["parallel"], got["ratios"]
@@ -107,7 +107,7 @@ def _register(results: Mapping[str, Any]) -> list[Goal]:
 
 def _rpc(results: Mapping[str, Any]) -> list[Goal]:
     what, target = "RPCs on distinct Flows over HTTP / SQLAlchemy insert+commit", "≥ 4×"
-    got, why = _scenario(results, "rpc_roundtrip")
+    got, why = scenario(results, "rpc_roundtrip")
     if got is None:
         return [_not_run("2", what, target, why)]
     par = got["parallel"]
@@ -122,7 +122,7 @@ def _flows(results: Mapping[str, Any]) -> list[Goal]:
         ("3a", "async def", "dexlite async def", "DBOS async WAL"),
         ("3b", "def", "dexlite def", "DBOS def WAL"),
     ]
-    got, why = _scenario(results, "flow_throughput")
+    got, why = scenario(results, "flow_throughput")
     rows = []
     for goal, steps, dex, dbos in pairs:
         what = f"3-Step Flows to completion, {steps} Steps / DBOS Transact (WAL, FULL)"
@@ -148,7 +148,7 @@ def _search(results: Mapping[str, Any]) -> list[Goal]:
         ("4c", "SearchFlows p50 at 1,000,000 / at 100,000 Flows (worst kind)", "≤ 1.5×"),
         ("4d", "SearchFlows and GetAttributes plans: indexes, no table scan", "no scan"),
     ]
-    got, why = _scenario(results, "search")
+    got, why = scenario(results, "search")
     if got is None:
         return [_not_run(g, w, t, why) for g, w, t in what]
     rows = []
@@ -241,7 +241,7 @@ def _memory(memory: Mapping[str, Any] | None) -> list[Goal]:
 
 def _flat(results: Mapping[str, Any]) -> list[Goal]:
     rows = []
-    got, why = _scenario(results, "http_register")
+    got, why = scenario(results, "http_register")
     what, target = "register p50 at 20,000 / at 300 records (HTTP, sequential)", "≤ 1.3×"
     if got is None:
         rows.append(_not_run("6a", what, target, why))
@@ -253,7 +253,7 @@ def _flat(results: Mapping[str, Any]) -> list[Goal]:
         p50_large, p50_small = (seq[f"register@{n}"]["p50_ms"] for n in (large, small))
         figure = f"{p50_large:.2f} vs {p50_small:.2f} ms"
         rows.append(Goal("6a", what, figure, target, value, _at_most(value, 1.3, ok)))
-    got, why = _scenario(results, "chunked_append")
+    got, why = scenario(results, "chunked_append")
     what = "chunked append p50, large / small records (in process, change log on)"
     if got is None:
         rows.append(_not_run("6b", what, target, why))
@@ -275,7 +275,7 @@ def _change_log(results: Mapping[str, Any]) -> list[Goal]:
         ("log2", "3-Step Flows to completion (async def), change log on / off", "≥ 0.90×"),
         ("log3", "bytes the change log adds per write: registration / counter RPC", "report"),
     ]
-    got, why = _scenario(results, "change_log")
+    got, why = scenario(results, "change_log")
     if got is None:
         return [_not_run(g, w, t, why) for g, w, t in what]
     reg, flows, written = got["register"], got["flows"], got["bytes"]

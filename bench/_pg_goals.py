@@ -15,17 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bench._goals import FAIL, NOT_RUN, PASS, Goal
-
-
-def _scenario(results: Mapping[str, Any], name: str) -> tuple[dict[str, Any] | None, str]:
-    got = results.get("scenarios", {}).get(name)
-    if got is None:
-        return None, f"{name} not chosen"
-    for key, why in (("error", "failed"), ("skipped", "skipped")):
-        if key in got:
-            return None, f"{name} {why}"
-    return got, ""
+from bench._goals import FAIL, NOT_RUN, PASS, Goal, scenario
 
 
 def _bound(value: float, bound: float, *, at_most: bool) -> str:
@@ -38,7 +28,7 @@ def _throughput(results: Mapping[str, Any]) -> list[Goal]:
         ("pg2", "register", "registrations on one Flow over HTTP, PG 1 proc / SQLite"),
         ("pg3", "flows", "3-Step Flows in process, PG 1 proc / SQLite"),
     ]
-    got, why = _scenario(results, "postgres")
+    got, why = scenario(results, "postgres")
     if got is None:
         return [
             *(Goal(g, w, "-", "≥ 0.5×", None, NOT_RUN, why) for g, _, w in rows),
@@ -86,7 +76,7 @@ def _costs(results: Mapping[str, Any]) -> list[Goal]:
         ("pg6", "round trips per locked RPC (on the wire)", "≤ 3"),
         ("pg7", "round trips per Step (a 3-Step Flow's / 3)", "≤ 3"),
     ]
-    got, why = _scenario(results, "costs")
+    got, why = scenario(results, "costs")
     if got is None:
         return [Goal(g, w, "-", t, None, NOT_RUN, why) for g, w, t in rows]
     sqlite, pg, trips = got["sqlite"]["rpc"], got["postgres"]["rpc"], got["round_trips"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
@@ -89,16 +90,23 @@ def commit_rpc(
                 operation="invokeRpc",
             )
         changes = apply_effects(conn, run, effects, now)
-        event = {
-            "rpc": rpc_name,
-            "attributes": rows.written_keys(effects.writes),
-            "canceledSteps": [execution_id(i) for i in changes[0].ended_step_ids],
-            "nextSteps": [s.step_type for s in effects.next_steps],
-        }
+        event = rpc_committed_details(rpc_name, effects, changes[0].ended_step_ids)
         rows.add_history(conn, run_id, [(HistoryEventType.RPC_COMMITTED, event)], now)
         return CommitResult(tuple(changes))
 
     return journaled(unit, external=True)
+
+
+def rpc_committed_details(
+    rpc_name: str, effects: StagedEffects, canceled: tuple[str, ...]
+) -> dict[str, Any]:
+    """Return the details of an RPC's ``RPC_COMMITTED`` history event."""
+    return {
+        "rpc": rpc_name,
+        "attributes": rows.written_keys(effects.writes),
+        "canceledSteps": [execution_id(i) for i in canceled],
+        "nextSteps": [s.step_type for s in effects.next_steps],
+    }
 
 
 def commit_step(

@@ -248,17 +248,7 @@ def _close_step(
         error_message=decision.error_message,
         read_again=read_again,
     )
-    event = {
-        "stepType": decision.step_type,
-        "stepExecutionId": execution_id(decision.step_id),
-        "attempt": decision.attempt,
-        "decision": decision.kind,
-        "errorType": decision.error_type,
-        "errorMessage": decision.error_message,
-        "nextSteps": [s.step_type for s in effects.next_steps],
-        "canceledSteps": [execution_id(i) for i in canceled],
-        "attributes": rows.written_keys(effects.writes),
-    }
+    event = step_closed_details(decision, effects, canceled)
     rows.add_history(conn, run.run_id, [(HistoryEventType.STEP_CLOSED, event)], now)
     closed: RunStatus | None = None
     if decision.kind == OutcomeKind.FORCE_COMPLETE:
@@ -278,6 +268,23 @@ def _close_step(
         error_type=decision.error_type if is_failure else None,
         error_message=decision.error_message if is_failure else None,
     )
+
+
+def step_closed_details(
+    decision: StepClose, effects: StagedEffects, canceled: tuple[str, ...]
+) -> dict[str, Any]:
+    """Return the details of a decision's ``STEP_CLOSED`` history event."""
+    return {
+        "stepType": decision.step_type,
+        "stepExecutionId": execution_id(decision.step_id),
+        "attempt": decision.attempt,
+        "decision": decision.kind,
+        "errorType": decision.error_type,
+        "errorMessage": decision.error_message,
+        "nextSteps": [s.step_type for s in effects.next_steps],
+        "canceledSteps": [execution_id(i) for i in canceled],
+        "attributes": rows.written_keys(effects.writes),
+    }
 
 
 def _check_pending(

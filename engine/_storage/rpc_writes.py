@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from engine._storage import pg_direct
+from engine._storage.commits import rpc_committed_details
 from engine._storage.records import (
     AttributeWrite,
     CommitResult,
@@ -156,20 +157,15 @@ def rpc_writes(
         or effects.history
     ):
         return None
-    # As commits.commit_rpc writes its event.
-    details = {
-        "rpc": rpc_name,
-        "attributes": sorted({w.key for w in effects.writes}),
-        "canceledSteps": [],
-        "nextSteps": [],
-    }
     change = RunChange(flow_id=flow_id, flow_type=flow_type, run_id=run_id, writes=effects.writes)
     return RPCWrites(
         flow_id=flow_id,
         run_id=run_id,
         rpc_name=rpc_name,
         writes=effects.writes,
-        history_details=json.dumps(details, separators=(",", ":"), default=str),
+        history_details=json.dumps(
+            rpc_committed_details(rpc_name, effects, ()), separators=(",", ":"), default=str
+        ),
         now=now,
         result=CommitResult((change,)),
     )

@@ -26,6 +26,7 @@ from sqlalchemy import Connection
 
 from engine._outcomes import OutcomeKind
 from engine._storage import pg_direct
+from engine._storage.effects import step_closed_details
 from engine._storage.records import (
     CommitResult,
     HistoryEventType,
@@ -34,7 +35,6 @@ from engine._storage.records import (
     StagedEffects,
     StepClose,
     StepState,
-    execution_id,
 )
 from engine._storage.statements import CLAIMANT
 
@@ -174,18 +174,6 @@ def step_move(
         return None
     if any(s.id or s.run_id != run_id for s in effects.next_steps):
         return None  # numbered already, or of another run: the unit knows what to do
-    # As effects._close_step writes its event.
-    details = {
-        "stepType": decision.step_type,
-        "stepExecutionId": execution_id(decision.step_id),
-        "attempt": decision.attempt,
-        "decision": decision.kind,
-        "errorType": decision.error_type,
-        "errorMessage": decision.error_message,
-        "nextSteps": [s.step_type for s in effects.next_steps],
-        "canceledSteps": [],
-        "attributes": [],
-    }
     change = RunChange(
         flow_id=flow_id,
         flow_type=flow_type,
@@ -199,7 +187,9 @@ def step_move(
         attempt=attempt,
         fence=fence,
         next_steps=effects.next_steps,
-        history_details=json.dumps(details, separators=(",", ":"), default=str),
+        history_details=json.dumps(
+            step_closed_details(decision, effects, ()), separators=(",", ":"), default=str
+        ),
         now=now,
         result=CommitResult((change,)),
     )

@@ -200,8 +200,15 @@ async def test_an_rpc_dropping_its_keys_grants_them_to_another_processs_waiting_
         result = await second.wait_for_flow("f", wait_seconds=30)
         assert result.status == "COMPLETED"
         assert (await first.get_attributes("f", ["k"])).values["k"] == 110
-        assert await _lock_rows(url) == []
-        assert await _sql(url, "SELECT owner FROM lock_waiters") == []
+
+        async def released() -> bool:
+            # The Step's row is dead once its execution closed; its process deletes it right
+            # after the commit that closed it, which the wait above may beat.
+            rows = await _lock_rows(url)
+            waiters = await _sql(url, "SELECT owner FROM lock_waiters")
+            return rows == [] and waiters == []
+
+        await eventually(released, what="the Step's lock row and its waiter row gone")
 
 
 async def test_an_rpc_whose_commit_fails_still_drops_its_keys(
