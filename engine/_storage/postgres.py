@@ -75,6 +75,9 @@ class PostgresDatabase:
         self._pool_size = pool_size
         self._max_overflow = max_overflow
         self.timeouts = timeouts or PostgresTimeouts()
+        #: How many writes lost their connection with an outcome the server alone knows
+        #: (their COMMIT may have reached it): what they claimed is looked for afterwards.
+        self.unknown_outcomes = 0
         self._engine: AsyncEngine | None = None
         self._reads: AsyncEngine | None = None
 
@@ -177,6 +180,8 @@ class PostgresDatabase:
                 if _sqlstate(exc) not in RETRYABLE_SQLSTATES or attempt == MAX_ATTEMPTS:
                     # Never replayed here, a lost connection above all: its COMMIT may have
                     # reached the server.
+                    if exc.connection_invalidated:
+                        self.unknown_outcomes += 1
                     _raise_outage(exc)
                     raise
                 log.info("replaying a commit unit after %s (attempt %d)", _sqlstate(exc), attempt)

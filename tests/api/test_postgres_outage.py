@@ -24,8 +24,8 @@ import pytest
 
 import engine
 from app.settings import Settings
-from engine import Context, Flow, Step, StepDecision, StepList, graceful_complete
-from engine._storage import rpc_writes
+from engine import Context, Flow, Step, StepDecision, StepList, go_to, graceful_complete
+from engine._storage import rpc_writes, step_moves
 from tests.api.test_database_outage import REGISTRY as TALLY_REGISTRY
 from tests.conftest import api_client, running_engine
 from tests.support import backends
@@ -249,3 +249,48 @@ async def test_a_step_decision_whose_commit_outcome_is_unknown_is_committed_once
             types = Counter(e.event_type for e in page.events)
             assert types["STEP_CLOSED"] == 1, types
             assert types["FLOW_CLOSED"] == 1, types
+
+
+class FirstOfTwo(Step[None]):
+    """Waits for the test, then moves on to SecondOfTwo."""
+
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        Gate.runs += 1
+        await Gate.release.wait()
+        return go_to(SecondOfTwo, None)
+
+
+class SecondOfTwo(Step[None]):
+    """Completes the Flow."""
+
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        return graceful_complete("second")
+
+
+class TwoStepFlow(Flow[None]):
+    """Two Steps: the first's decision is the commit the test cuts."""
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(FirstOfTwo()).other_steps(SecondOfTwo())
+
+
+async def test_the_next_step_of_a_decision_whose_outcome_is_unknown_still_runs(
+    engine_config: engine.EngineConfig, tmp_path: Path
+) -> None:
+    Gate.release = asyncio.Event()
+    Gate.runs = 0
+    with _proxied_database(tmp_path) as (proxy, url):
+        config = dataclasses.replace(engine_config, database_url=url)
+        async with running_engine([TwoStepFlow()], config) as eng:
+            await eng.start_flow(TwoStepFlow(), "two")
+            await eventually(lambda: Gate.runs == 1, what="the first Step runs")
+            one_statement = step_moves.SQL.strip()[:40]
+            await asyncio.to_thread(partial(proxy.cut_after_commit, 1, also=(one_statement,)))
+            Gate.release.set()
+
+            async def completed() -> bool:
+                info = await eng.describe_flow("two")
+                return info.status == engine.RunStatus.COMPLETED
+
+            await eventually(completed, within=20, what="the second Step runs and completes")
+            assert proxy.commits_cut == 1

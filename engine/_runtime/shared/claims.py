@@ -61,16 +61,58 @@ class SharedStepQueue(MemoryStepQueue):
         self._flow_types = sorted(flow_types)
         self._horizon_us = int(poll_seconds * 1_000_000)
         self._tasks: set[asyncio.Task[None]] = set()
+        # The executions handed out and not released: their attempts run here.
+        self._out: set[str] = set()
 
     def submit(self, step: QueuedStep) -> None:
         """Queue an execution this process's commit claimed; claim any other one first."""
         if step.fence > 0:
+            self._out.discard(step.id)
             super().submit(step)
             return
         self._activity.enter(CLAIMS)
         task = asyncio.get_running_loop().create_task(self._claim_one(step))
         self._tasks.add(task)
         task.add_done_callback(self._claimed)
+
+    async def claim(self) -> QueuedStep:
+        """Wait for the next due execution and hand it out."""
+        step = await super().claim()
+        self._out.add(step.id)
+        return step
+
+    def release(self, step_id: str) -> None:
+        """The execution ended: drop it (see MemoryStepQueue.release)."""
+        self._out.discard(step_id)
+        super().release(step_id)
+
+    async def adopt(self) -> int:
+        """Queue the pending executions this process holds claims on but does not know of, and
+        return how many: a commit that lost its connection after its COMMIT reached the server
+        created (and claimed) them without this process hearing of it."""
+        me = self._lease.process_id
+        known = set(self._queued) | self._out
+        owned = (
+            select(_se.c.id, _se.c.fence)
+            .join(_r, _r.c.run_id == _se.c.run_id)
+            .where(
+                _se.c.claimed_by == me,
+                _se.c.state == StepState.PENDING,
+                _se.c.phase != Phase.WAITING,
+                _r.c.status == RunStatus.RUNNING,
+            )
+        )
+
+        def unit(conn: Connection) -> list[QueuedStep]:
+            fences = {row.id: row.fence for row in conn.execute(owned) if row.id not in known}
+            return reads.claimed_steps(conn, fences) if fences else []
+
+        steps = await self._database.read(unit)
+        for step in steps:
+            if step.id not in self._queued and step.id not in self._out:
+                log.info("adopted Step %s after a commit of unknown outcome", step.id)
+                super().submit(step)
+        return len(steps)
 
     def _claimed(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -18,12 +18,12 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy import Connection, delete, select
 
-from engine._runtime.ports import Database
 from engine._runtime.shared.claims import SharedStepQueue
 from engine._runtime.shared.lease import SERVER_NOW
 from engine._runtime.shared.locks import SharedLockTable
 from engine._runtime.timeouts import Timeouts
 from engine._storage import tables as t
+from engine._storage.postgres import PostgresDatabase
 from engine._storage.records import RunStatus
 from engine.clock import Clock, to_micros
 from engine.errors import UnavailableError
@@ -43,7 +43,7 @@ class Coordinator:
     def __init__(
         self,
         *,
-        database: Database,
+        database: PostgresDatabase,
         queue: SharedStepQueue,
         locks: SharedLockTable,
         sweep: Callable[[], Awaitable[None]],
@@ -64,6 +64,7 @@ class Coordinator:
         self._lease_us = int(lease_seconds * 1_000_000)
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._outcomes_seen = 0
 
     def start(self) -> None:
         """Start polling."""
@@ -94,7 +95,12 @@ class Coordinator:
                 log.exception("the takeover poll failed")
 
     async def poll_once(self) -> None:
-        """Take over what dead processes left, once."""
+        """Take over what dead processes left, once (and, after a commit of unknown outcome,
+        what this process's own commit may have left)."""
+        unknown = self._database.unknown_outcomes
+        if unknown != self._outcomes_seen:
+            await self._queue.adopt()
+            self._outcomes_seen = unknown
         dead = await self._database.read(
             lambda conn: list(
                 conn.execute(
