@@ -221,12 +221,18 @@ def _pointer(request: StartRequest) -> dict[str, str]:
 # -- Attributes and history ---------------------------------------------------------------------
 
 
-def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite], now: int) -> None:
-    """Upsert or delete Attribute rows (and their index rows); the last write to a key wins."""
-    writes = list(writes)
+def last_writes(writes: Iterable[AttributeWrite]) -> list[AttributeWrite]:
+    """Return the last write to each key, in the order the keys were first written."""
     latest: dict[tuple[str, str], AttributeWrite] = {}
     for w in writes:
         latest[(w.name, w.instance)] = w
+    return list(latest.values())
+
+
+def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite], now: int) -> None:
+    """Upsert or delete Attribute rows (and their index rows); the last write to a key wins."""
+    writes = list(writes)
+    latest = last_writes(writes)
     upserts = [
         {
             "run_id": run_id,
@@ -236,12 +242,12 @@ def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite]
             "blob": w.blob,
             "updated_at": now,
         }
-        for w in latest.values()
+        for w in latest
         if w.value is not None or w.blob
     ]
     deletes = [
         {"r": run_id, "n": w.name, "i": w.instance}
-        for w in latest.values()
+        for w in latest
         if w.value is None and not w.blob
     ]
     if upserts:
@@ -250,7 +256,7 @@ def apply_writes(conn: Connection, run_id: str, writes: Iterable[AttributeWrite]
         _DELETE_ATTRIBUTES.many(conn, deletes)
     if latest:
         log = journal(conn)
-        for w in latest.values():
+        for w in latest:
             # Hard-delete values are one per Flow ID and never restored: not logged.
             if not w.hard_delete:
                 log.log(conn, run_id, WRITE, w.name, w.instance, value=w.value)

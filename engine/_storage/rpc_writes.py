@@ -36,6 +36,7 @@ from engine._storage.records import (
     RunChange,
     StagedEffects,
 )
+from engine._storage.rows import last_writes
 from engine.errors import FlowNotActiveOrNotFoundError
 
 SQL = """
@@ -105,13 +106,11 @@ class RPCWrites:
     def run(self, conn: Connection, owner: str, taken: int, notice: tuple[str, str] | None) -> str:
         """Run the statement on ``conn`` (outside a transaction: it is its own), dropping
         ``owner``'s rows, ``taken`` of them expected; return what happened."""
-        latest: dict[tuple[str, str], AttributeWrite] = {}
-        for w in self.writes:
-            latest[(w.name, w.instance)] = w
-        kept = [w for w in latest.values() if w.value is not None or w.blob]
-        gone = [w for w in latest.values() if w.value is None and not w.blob]
+        latest = last_writes(self.writes)  # as rows.apply_writes applies and logs them
+        kept = [w for w in latest if w.value is not None or w.blob]
+        gone = [w for w in latest if w.value is None and not w.blob]
         # Hard-delete values are one per Flow ID and never restored: not logged.
-        logged = [w for w in latest.values() if not w.hard_delete]
+        logged = [w for w in latest if not w.hard_delete]
         channel, payload = notice or (None, None)
         args = (
             self.flow_id,

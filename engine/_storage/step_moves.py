@@ -102,15 +102,13 @@ class StepMove:
     def run(self, conn: Connection, notice: tuple[str, str] | None) -> bool:
         """Run the statement on ``conn`` (outside a transaction: it is its own); return False,
         having changed nothing, when the run is not open or the attempt no longer current."""
-        nth: dict[str, int] = {}
-        for step in self.next_steps:
-            nth[step.step_type] = nth.get(step.step_type, 0) + 1
-        counts = dict(nth)
+        # Each new execution's place among those of its type (1, 2, ...), and how many of its
+        # type there are: the statement numbers them on from the run's counter of the type.
+        counts: dict[str, int] = {}
         numbers = []
-        seen: dict[str, int] = {}
         for step in self.next_steps:
-            seen[step.step_type] = seen.get(step.step_type, 0) + 1
-            numbers.append(seen[step.step_type])
+            counts[step.step_type] = counts.get(step.step_type, 0) + 1
+            numbers.append(counts[step.step_type])
         decision = self.decision
         failed = decision.kind == OutcomeKind.FAILED
         channel, payload = notice or (None, None)

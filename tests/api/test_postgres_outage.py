@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -154,50 +154,57 @@ def _proxied_database(tmp_path: Path) -> Iterator[tuple[CuttingProxy, str]]:
         yield proxy, url.replace(host_port, f"127.0.0.1:{proxy.port}")
 
 
-async def test_connections_cut_mid_transaction_answer_503_and_commit_nothing_twice(
+@contextlib.asynccontextmanager
+async def _proxied_client(
     settings: Settings, tmp_path: Path
-) -> None:
+) -> AsyncIterator[tuple[CuttingProxy, httpx.AsyncClient]]:
+    """An app on a fresh database reached through a proxy, with short database limits."""
     with _proxied_database(tmp_path) as (proxy, url):
         chosen = settings.model_copy(update={"database_url": url, **FAST_FAILING})
         async with api_client(chosen, TALLY_REGISTRY) as client:
-            load = Load(client, "c")
-            await load.start()
-            try:
-                cuts = 0
-                while load.statuses[503] < 10:
-                    await load.until(200, 10)
-                    cuts += await asyncio.to_thread(proxy.cut_all)
-                await load.until(200, 30)
-            finally:
-                await load.stop()
-            assert cuts >= 10
-            await _check_tallies(client, load)
+            yield proxy, client
+
+
+async def test_connections_cut_mid_transaction_answer_503_and_commit_nothing_twice(
+    settings: Settings, tmp_path: Path
+) -> None:
+    async with _proxied_client(settings, tmp_path) as (proxy, client):
+        load = Load(client, "c")
+        await load.start()
+        try:
+            cuts = 0
+            while load.statuses[503] < 10:
+                await load.until(200, 10)
+                cuts += await asyncio.to_thread(proxy.cut_all)
+            await load.until(200, 30)
+        finally:
+            await load.stop()
+        assert cuts >= 10
+        await _check_tallies(client, load)
 
 
 async def test_an_rpc_whose_commit_outcome_is_unknown_is_not_replayed(
     settings: Settings, tmp_path: Path
 ) -> None:
-    with _proxied_database(tmp_path) as (proxy, url):
-        chosen = settings.model_copy(update={"database_url": url, **FAST_FAILING})
-        async with api_client(chosen, TALLY_REGISTRY) as client:
-            response = await client.post(
-                "/api/v1/flows", json={"flowType": "TallyFlow", "flowId": "u", "input": None}
-            )
-            assert response.status_code == 201, response.text
-            assert (await client.post("/api/v1/flows/u/rpcs/add", json={"input": 1})).json() == {
-                "output": 1
-            }
-            # A locked RPC that only writes commits as one statement of its own.
-            one_statement = rpc_writes.SQL.strip()[:40]
-            await asyncio.to_thread(partial(proxy.cut_after_commit, 1, also=(one_statement,)))
-            lost = await client.post("/api/v1/flows/u/rpcs/add", json={"input": 10})
-            assert_problem(lost, 503, "UNAVAILABLE")
-            assert proxy.commits_cut == 1
-            # It committed once (the server had it), and was not committed again.
-            assert await _tally(client, "u") == 11
-            assert (await client.post("/api/v1/flows/u/rpcs/add", json={"input": 100})).json() == {
-                "output": 111
-            }
+    async with _proxied_client(settings, tmp_path) as (proxy, client):
+        response = await client.post(
+            "/api/v1/flows", json={"flowType": "TallyFlow", "flowId": "u", "input": None}
+        )
+        assert response.status_code == 201, response.text
+        assert (await client.post("/api/v1/flows/u/rpcs/add", json={"input": 1})).json() == {
+            "output": 1
+        }
+        # A locked RPC that only writes commits as one statement of its own.
+        one_statement = rpc_writes.SQL.strip()[:40]
+        await asyncio.to_thread(partial(proxy.cut_after_commit, 1, also=(one_statement,)))
+        lost = await client.post("/api/v1/flows/u/rpcs/add", json={"input": 10})
+        assert_problem(lost, 503, "UNAVAILABLE")
+        assert proxy.commits_cut == 1
+        # It committed once (the server had it), and was not committed again.
+        assert await _tally(client, "u") == 11
+        assert (await client.post("/api/v1/flows/u/rpcs/add", json={"input": 100})).json() == {
+            "output": 111
+        }
 
 
 class Gate:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import stat
 import subprocess
 import tempfile
@@ -34,6 +33,7 @@ from types import TracebackType
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 import pytest
 
+from tests.server import free_port
 from tests.support.backends import REQUIRED, run_blocking
 from tests.support.waiting import wait_until
 
@@ -92,19 +92,6 @@ def require_cluster() -> None:
         if REQUIRED:
             pytest.fail(reason)
         pytest.skip(reason)
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that nothing listens on now.
-
-    The socket is closed before the server binds the port, so another process could take it in
-    between; on a test machine that race is rare enough, and the server's start would fail
-    loudly rather than talk to the wrong process.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _quote_identifier(name: str) -> str:
