@@ -218,7 +218,15 @@ def test_cancel_and_escape_change_nothing(page: Page, api: httpx.Client) -> None
     held = api.post(f"{COUNTER}/hold", params={"flowId": flow_id}, json={"seconds": 0.1})
     assert held.status_code == 200, held.text
     wait_until(lambda: step_closed(api, flow_id, 1), within=10, what="the hold")
-    assert api.post(f"{COUNTER}/increment", params={"flowId": flow_id}, json={"by": 3}).is_success
+
+    def incremented() -> bool:
+        # The hold's close is in history a moment before its process frees the lock: until
+        # then the increment is refused (409 RPC_LOCK_CONFLICT) and changes nothing.
+        response = api.post(f"{COUNTER}/increment", params={"flowId": flow_id}, json={"by": 3})
+        assert response.status_code in (200, 409), response.text
+        return response.status_code == 200
+
+    wait_until(incremented, within=10, what="the increment once the hold let go")
     before = history(api, flow_id)
     # The RPC that queued the hold: the WaitFor point's commit.
     queued = next(e for e in before if e["details"].get("rpc") == "hold_counter_lock")
