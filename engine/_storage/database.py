@@ -325,7 +325,6 @@ def open_database(
             settings.url,
             claimant=claimant,
             pool_size=settings.pool_size,
-            max_overflow=settings.pool_size,
             timeouts=settings.timeouts,
         )
     raise InvalidArgumentError(
