@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Protocol
 
 from sqlalchemy import Connection
 
@@ -18,12 +19,26 @@ from engine._runtime.activity import Activity
 from engine._runtime.handoff import HandedOff, HandOff, Handoffs, LockedCommit, nothing
 from engine._runtime.ports import Database, Notifier, OrderedWriter, StatementWriter
 from engine._storage.commits import StaleAttemptError, Unit
+from engine._storage.first_starts import FirstStart
 from engine._storage.records import AttributeWrite, CommitResult, RunInfo
 from engine._storage.rpc_writes import COMMITTED, NOT_OPEN, RPCWrites
+from engine._storage.step_ends import StepEnd
 from engine._storage.step_moves import StepMove
 from engine.telemetry import Telemetry
 
 COMMITS = "commits in flight"
+
+
+class OneStatement(Protocol):
+    """A commit written as one statement, its own transaction (``step_moves``,
+    ``first_starts``): it answers whether it wrote."""
+
+    @property
+    def result(self) -> CommitResult:
+        """What the commit changed, when it wrote."""
+
+    def run(self, conn: Connection, notice: tuple[str, str] | None) -> bool:
+        """Write, sending ``notice`` with the commit; False when it wrote nothing."""
 
 
 class Committer:
@@ -86,22 +101,31 @@ class Committer:
             statement = partial(self._commit_statement, self._statements, one_statement)
         return LockedCommit(unit, commit, queue if early else None, on_released, statement)
 
-    async def _commit_move(self, statements: StatementWriter, move: StepMove) -> CommitResult:
-        notice = self._notifier.notice(move.result)
+    async def _commit_one(self, statements: StatementWriter, one: OneStatement) -> bool:
+        """Apply ``one`` as its own transaction; publish its result when it wrote (True)."""
+        notice = self._notifier.notice(one.result)
 
         def run(conn: Connection) -> bool:
-            return move.run(conn, notice)
+            return one.run(conn, notice)
 
         self._activity.enter(COMMITS)
         try:
             started = time.perf_counter()
             if not await statements.write_statement(run):
-                raise StaleAttemptError(move.decision.step_id)
+                return False
             self._telemetry.commit(time.perf_counter() - started)
-            self._notifier.publish(move.result)
-            return move.result
+            self._notifier.publish(one.result)
+            return True
         finally:
             self._activity.leave(COMMITS)
+
+    async def start(self, unit: Unit, first: FirstStart | None) -> CommitResult:
+        """Apply a start: as ``first``, one statement, where the database runs it so and the
+        Flow ID is new; as ``unit`` otherwise (see ``first_starts``)."""
+        statements = self._statements
+        if first is not None and statements and await self._commit_one(statements, first):
+            return first.result
+        return await self.commit(unit)
 
     async def _commit_statement(
         self, statements: StatementWriter, writes: RPCWrites, owner: str, taken: int
@@ -132,7 +156,7 @@ class Committer:
         after: tuple[HandedOff, ...] = (),
         *,
         slow: bool = False,
-        move: StepMove | None = None,
+        move: StepMove | StepEnd | None = None,
     ) -> CommitResult:
         """Apply ``unit`` in one transaction, publish its result, and return it.
 
@@ -140,10 +164,13 @@ class Committer:
         not commit, neither does this unit (it fails with that unit's error). ``slow``: the
         unit may work through many rows (see ``Database.write``). ``move``: the same Step
         decision as one statement, applied instead where the database runs it so (see
-        ``step_moves``); like the unit, it raises StaleAttemptError when it may not commit.
+        ``step_moves``, ``step_ends``); like the unit, it raises StaleAttemptError when it
+        may not commit.
         """
         if move is not None and self._statements is not None and not after:
-            return await self._commit_move(self._statements, move)
+            if not await self._commit_one(self._statements, move):
+                raise StaleAttemptError(move.decision.step_id)
+            return move.result
         within = self._notifier.within(unit)
         if after:
             within = HandedOff(within, after)

@@ -28,25 +28,41 @@ _STOP_STATUS = {
 
 
 class RunWatchers:
-    """Events set when runs close, for the waitForFlow calls of this process."""
+    """Events set when runs close, by Flow ID, for the waitForFlow calls of this process.
+
+    Keyed by Flow ID, not run ID, so that a call can watch before its first read, when it
+    does not know the run yet: a close then lands either before the read (which sees it) or
+    after (which sets the event). A close of another run of the Flow ID only wakes it early.
+    """
 
     def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = {}
+        #: Per Flow ID, its event and how many calls hold it.
+        self._events: dict[str, tuple[asyncio.Event, int]] = {}
         #: waitForFlow calls waiting for a run to close.
         self.waiting = 0
 
-    def event(self, run_id: str) -> asyncio.Event:
-        """Return an event set when ``run_id`` closes."""
-        event = self._events.get(run_id)
-        if event is None:
-            event = self._events[run_id] = asyncio.Event()
+    def watch(self, flow_id: str) -> asyncio.Event:
+        """Return an event set when a run of ``flow_id`` closes; :meth:`unwatch` it after."""
+        event, users = self._events.get(flow_id) or (asyncio.Event(), 0)
+        self._events[flow_id] = (event, users + 1)
         return event
 
-    def closed(self, run_id: str) -> None:
-        """Wake everyone waiting for ``run_id`` to close."""
-        event = self._events.pop(run_id, None)
-        if event is not None:
-            event.set()
+    def unwatch(self, flow_id: str, event: asyncio.Event) -> None:
+        """Let go of ``event``; the last call to let go of one never set drops it."""
+        found = self._events.get(flow_id)
+        if found is None or found[0] is not event:
+            return  # set and dropped by a close already
+        users = found[1] - 1
+        if users:
+            self._events[flow_id] = (event, users)
+        else:
+            del self._events[flow_id]
+
+    def closed(self, flow_id: str) -> None:
+        """Wake every call waiting for a run of ``flow_id`` to close."""
+        found = self._events.pop(flow_id, None)
+        if found is not None:
+            found[0].set()
 
 
 class FlowQueries:
@@ -107,30 +123,31 @@ class FlowQueries:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         while True:
-            run = await reads.load_run(self._database, flow_id, run_id)
-            if run is None:
-                raise FlowNotFoundError(
-                    f"Flow {flow_id} was not found", flow_id=flow_id, operation="waitForFlow"
-                )
-            remaining = deadline - loop.time()
-            if not run.is_running or remaining <= 0:
-                break
-            event = self._watchers.event(run.run_id)
-            # The run may have closed between the read and the event's creation: look again
-            # now that a close can no longer be missed.
-            run_id = run.run_id
-            again = await reads.load_run(self._database, flow_id, run_id)
-            if again is not None and not again.is_running:
-                continue
-            self._watchers.waiting += 1
+            # Watch before reading: a close is then either read or heard (see RunWatchers).
+            event = self._watchers.watch(flow_id) if wait_seconds > 0 else None
             try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), remaining)
+                found = await reads.load_result(self._database, flow_id, run_id)
+                if found is None:
+                    raise FlowNotFoundError(
+                        f"Flow {flow_id} was not found", flow_id=flow_id, operation="waitForFlow"
+                    )
+                run, rows = found
+                remaining = deadline - loop.time()
+                if event is None or not run.is_running or remaining <= 0:
+                    break
+                run_id = run.run_id  # the run read first is the one waited for
+                self._watchers.waiting += 1
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(event.wait(), remaining)
+                finally:
+                    self._watchers.waiting -= 1
             finally:
-                self._watchers.waiting -= 1
+                if event is not None:
+                    self._watchers.unwatch(flow_id, event)
         completions = [
             StepCompletion(step_type, step_id, None if out is None else json.loads(out))
-            for step_type, step_id, out in await reads.completions(self._database, run.run_id)
+            for step_type, step_id, out in rows
         ]
         return FlowResult(
             run.flow_id, run.run_id, run.status, completions, run.error_type, run.error_message

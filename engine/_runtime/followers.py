@@ -63,7 +63,7 @@ class CommitFollowers:
                 )
             if closed:
                 self._timeouts.cancel(change.run_id)
-                self._watchers.closed(change.run_id)
+                self._watchers.closed(change.flow_id)
                 self._waits.closed(change.run_id)
 
     def on_remote(self, change: RemoteChange) -> None:
@@ -80,5 +80,5 @@ class CommitFollowers:
             self._waits.published(change.run_id, change.published)
         if change.closed:
             self._timeouts.cancel(change.run_id)
-            self._watchers.closed(change.run_id)
+            self._watchers.closed(change.flow_id)
             self._waits.closed(change.run_id)

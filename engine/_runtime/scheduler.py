@@ -42,7 +42,8 @@ from engine._storage.records import (
     StagedEffects,
     StepClose,
 )
-from engine._storage.step_moves import StepMove, step_move
+from engine._storage.step_ends import StepEnd, one_statement
+from engine._storage.step_moves import StepMove
 from engine._streams import StreamService
 from engine.clock import Clock, to_micros
 from engine.errors import InvalidStepResultError
@@ -393,23 +394,16 @@ class Scheduler:
         unit = commits.commit_step(
             run_id=step.run_id, attempt=step.attempt, effects=staged, now=now, fence=step.fence
         )
-        move = step_move(
-            flow_id=step.flow_id,
-            flow_type=step.flow_type,
-            run_id=step.run_id,
-            attempt=step.attempt,
-            fence=step.fence,
-            effects=staged,
-            now=now,
-        )
-        if await self._commit(attempt, unit, move):
+        if await self._commit(attempt, unit, one_statement(step, staged, now)):
             decision = staged.decision
             if isinstance(decision, StepClose):
                 self._report(step, decision.kind.value.lower())
             else:
                 self._report(step, "waiting" if isinstance(decision, EnterWait) else "waited")
 
-    async def _commit(self, attempt: Attempt, unit: Unit, move: StepMove | None = None) -> bool:
+    async def _commit(
+        self, attempt: Attempt, unit: Unit, move: StepMove | StepEnd | None = None
+    ) -> bool:
         """Commit a unit of this attempt (or ``move``, the same as one statement) and return
         True; a canceled or superseded attempt is dropped (False)."""
         try:

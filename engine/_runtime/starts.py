@@ -19,6 +19,7 @@ from engine._runtime.names import parse_values
 from engine._runtime.ports import BlobStore, Database
 from engine._specs import FlowSpec
 from engine._storage import commits, reads
+from engine._storage.first_starts import first_start
 from engine._storage.records import QueuedStep, RunStatus, StartOutcome, StartRequest, SubFlowStart
 from engine.clock import Clock, to_micros
 from engine.errors import FlowTypeNotFoundError, InvalidArgumentError, InvalidStepResultError
@@ -61,8 +62,9 @@ class Starter:
         """Start a run of ``flow`` (see ``Engine.start_flow``)."""
         spec = self._registry.spec_of(flow)
         request = await self.prepare(spec, flow_id, input, options or StartFlowOptions())
-        result = await self._committer.commit(
-            commits.start_run(request, to_micros(self._clock.now()))
+        now = to_micros(self._clock.now())
+        result = await self._committer.start(
+            commits.start_run(request, now), first_start(request, now)
         )
         outcome: StartOutcome = result.value
         return StartFlowResult(flow_id, outcome.run_id, outcome.started)

@@ -109,6 +109,42 @@ async def load_run(db: Database, flow_id: str, run_id: str | None = None) -> Run
     return _run_from(row) if row is not None else None
 
 
+Completion = tuple[str, str, str | None]
+
+
+async def load_result(
+    db: Database, flow_id: str, run_id: str | None = None
+) -> tuple[RunInfo, list[Completion]] | None:
+    """Return the given run (or the latest of ``flow_id``) with its completions so far, as
+    :func:`completions` gives them, in one read; None when there is no such run."""
+    query = _result_statement(run_id is not None)
+    params = {"flow_id": flow_id, "run_id": run_id}
+    rows = await db.read(lambda conn: query.rows(conn, params))
+    if not rows:
+        return None
+    done = [(r.step_type, execution_id(r.step_id), r.output) for r in rows if r.step_id]
+    return _run_from(rows[0]), done
+
+
+@lru_cache(maxsize=2)
+def _result_statement(by_run_id: bool) -> Prepared:
+    se = t.step_executions
+    joined = t.runs.outerjoin(
+        se, and_(se.c.run_id == t.runs.c.run_id, se.c.is_completion.is_(True))
+    )
+    return Prepared(
+        select(
+            *[t.runs.c[c] for c in _RUN_COLUMNS],
+            se.c.step_type,
+            se.c.id.label("step_id"),
+            se.c.output,
+        )
+        .select_from(joined)
+        .where(t.runs.c.run_id == target_run_statement(by_run_id))
+        .order_by(se.c.closed_at, se.c.id)
+    )
+
+
 def _null_like(column: Any) -> Any:
     """A NULL of ``column``'s type."""
     return cast(null(), column.type)
@@ -239,23 +275,6 @@ async def load_snapshot(
     return Snapshot(run, values, sizes, messages)
 
 
-async def completions(db: Database, run_id: str) -> list[tuple[str, str, str | None]]:
-    """Return (step type, step execution ID, output JSON) of the run's completions, in order."""
-    params = {"run_id": run_id}
-    rows = await db.read(lambda conn: _COMPLETIONS.rows(conn, params))
-    return [(r.step_type, execution_id(r.id), r.output) for r in rows]
-
-
-_COMPLETIONS = Prepared(
-    select(t.step_executions.c.step_type, t.step_executions.c.id, t.step_executions.c.output)
-    .where(
-        t.step_executions.c.run_id == bindparam("run_id"),
-        t.step_executions.c.is_completion.is_(True),
-    )
-    .order_by(t.step_executions.c.closed_at, t.step_executions.c.id)
-)
-
-
 async def history(
     db: Database, run_id: str, after_id: int, limit: int
 ) -> list[tuple[int, str, int, str]]:
@@ -366,8 +385,8 @@ async def channel_page(
 __all__: Sequence[str] = (
     "active_steps",
     "channel_page",
-    "completions",
     "history",
+    "load_result",
     "load_run",
     "load_snapshot",
     "running_runs",

@@ -24,8 +24,17 @@ import pytest
 
 import engine
 from app.settings import Settings
-from engine import Context, Flow, Step, StepDecision, StepList, go_to, graceful_complete
-from engine._storage import rpc_writes, step_moves
+from engine import (
+    Attribute,
+    Context,
+    Flow,
+    Step,
+    StepDecision,
+    StepList,
+    go_to,
+    graceful_complete,
+)
+from engine._storage import rpc_writes, step_ends, step_moves
 from tests.api.test_database_outage import REGISTRY as TALLY_REGISTRY
 from tests.conftest import api_client, running_engine
 from tests.support import backends
@@ -230,6 +239,25 @@ class GatedFlow(Flow[None]):
         return StepList.start_step(GatedStep())
 
 
+class GatedWritingStep(Step[None]):
+    """Waits for the test, then writes an Attribute and completes its Flow."""
+
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        Gate.runs += 1
+        await Gate.release.wait()
+        GatedWritingFlow.note.set(context, "written")
+        return graceful_complete("done")
+
+
+class GatedWritingFlow(Flow[None]):
+    """One Step whose decision writes, so it commits as a unit (BEGIN ... COMMIT)."""
+
+    note = Attribute("Note", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(GatedWritingStep())
+
+
 async def _cut_the_gated_decision(
     engine_config: engine.EngineConfig, tmp_path: Path, flow: Flow[None], *also: str
 ) -> Counter[str]:
@@ -257,10 +285,18 @@ async def _cut_the_gated_decision(
             return Counter(e.event_type for e in page.events)
 
 
+@pytest.mark.parametrize(
+    "flow",
+    [GatedFlow(), GatedWritingFlow()],
+    ids=["one call (step_ends)", "a unit with a COMMIT"],
+)
 async def test_a_step_decision_whose_commit_outcome_is_unknown_is_committed_once(
-    engine_config: engine.EngineConfig, tmp_path: Path
+    engine_config: engine.EngineConfig, tmp_path: Path, flow: Flow[None]
 ) -> None:
-    types = await _cut_the_gated_decision(engine_config, tmp_path, GatedFlow())
+    # A decision that only ends its Step commits as one call of its own (see step_ends); one
+    # that also writes commits as a unit: the cut comes after either.
+    one_call = step_ends.SQL.strip()[:40]
+    types = await _cut_the_gated_decision(engine_config, tmp_path, flow, one_call)
     # The attempt may run again (its answer was lost), but its decision stands once.
     assert types["STEP_CLOSED"] == 1, types
     assert types["FLOW_CLOSED"] == 1, types
