@@ -47,7 +47,6 @@ from engine.options import (
     RPCInvokeOptions,
     StartFlowOptions,
     StopType,
-    when_locks_released,
 )
 from engine.outputs import Heartbeat, StepOutput, StreamWrite
 from engine.registry import Registry
@@ -219,5 +218,4 @@ __all__ = [
     "graceful_complete",
     "rpc",
     "to_json_data",
-    "when_locks_released",
 ]

@@ -5,7 +5,7 @@ Each method here documents the call and delegates to the runtime part that does 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from engine._runtime.composition import compose
@@ -181,14 +181,23 @@ class Engine:
         *,
         run_id: str | None = None,
         options: RPCInvokeOptions | None = None,
+        on_locks_released: Callable[[], None] | None = None,
     ) -> Any:
         """Invoke an RPC on the Flow's current (or given) run and return its output.
 
         ``rpc`` is a Flow's RPC method (``flow.register``), or its name as a string, in which
         case the Flow type is the run's. ``options`` add AttributeMap instance loads and locks
         chosen at call time.
+
+        ``on_locks_released`` is called once the invocation has released its locks: as soon as
+        its effects are queued for commit where the database commits in order (SQLite: early
+        lock release), else after its commit; never for an invocation that did not get them
+        (an RPC_LOCK_CONFLICT). A caller that lines up invocations on one Flow can let the
+        next one go then, instead of after the commit.
         """
-        return await self._services.rpcs.invoke_method(rpc, flow_id, input, run_id, options)
+        return await self._services.rpcs.invoke_method(
+            rpc, flow_id, input, run_id, options, on_locks_released
+        )
 
     # -- Attributes -----------------------------------------------------------------------------
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import enum
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -73,26 +71,3 @@ class MatchOperator(enum.StrEnum):
     GE = "GE"
     LT = "LT"
     LE = "LE"
-
-
-#: Called once an invocation of this context has released the locks it took (see
-#: :func:`when_locks_released`).
-_ON_LOCKS_RELEASED: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
-    "dexlite_on_locks_released", default=None
-)
-
-
-@contextlib.contextmanager
-def when_locks_released(callback: Callable[[], None]) -> Iterator[None]:
-    """Call ``callback`` when an RPC invoked inside this block has released its locks.
-
-    That is as soon as its effects are queued for commit where the database commits in order
-    (SQLite: early lock release), else after its commit; it is not called for an invocation
-    that never got its locks (an RPC_LOCK_CONFLICT). A caller that lines up invocations on
-    one Flow can let the next one go then, instead of after the commit.
-    """
-    token = _ON_LOCKS_RELEASED.set(callback)
-    try:
-        yield
-    finally:
-        _ON_LOCKS_RELEASED.reset(token)

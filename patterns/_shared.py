@@ -25,7 +25,6 @@ from engine import (
     FlowAlreadyStartedError,
     RPCLockConflictError,
     StartFlowOptions,
-    when_locks_released,
 )
 
 FlowIdQuery = Annotated[
@@ -113,7 +112,7 @@ async def start_or_report_running(
 async def retry_lock_conflicts(
     request: Request,
     turn: Hashable,
-    invoke: Callable[[], Awaitable[_T]],
+    invoke: Callable[[Callable[[], None]], Awaitable[_T]],
     *,
     lock: AttributeLock,
     flow_id: str,
@@ -126,14 +125,15 @@ async def retry_lock_conflicts(
     instant. Conflicts with holders elsewhere (another process, a call that bypassed this
     helper) are retried with full-jitter exponential backoff. The budget is the
     ``lock_retry_seconds`` setting, waiting for the turn included. The turn passes on as soon
-    as the invocation released its locks (``engine.when_locks_released``), which on SQLite is
-    before its commit: the next caller's RPC then reads the handed-off state.
+    as the invocation released its locks (``invoke`` passes the callback it is given to
+    ``Engine.invoke_rpc`` as ``on_locks_released``), which on SQLite is before its commit: the
+    next caller's RPC then reads the handed-off state.
 
     Args:
         request: The request whose app holds the settings and the turns.
         turn: What the calls that contend for the same locks have in common, such as
             ``("profile-upsert", flow_id, partition)``.
-        invoke: Makes one RPC invocation.
+        invoke: Makes one RPC invocation, given the callback that passes the turn on.
         lock: The lock a timeout while waiting for the turn reports.
         flow_id: The Flow ID such a timeout reports.
         operation: The operation such a timeout reports.
@@ -165,16 +165,15 @@ async def retry_lock_conflicts(
 
     try:
         backoff = FIRST_BACKOFF_SECONDS
-        with when_locks_released(pass_turn):
-            while True:
-                try:
-                    return await invoke()
-                except RPCLockConflictError:
-                    if loop.time() + backoff > deadline:
-                        raise
-                    # Full jitter keeps concurrent callers from retrying in lock-step.
-                    await asyncio.sleep(random.uniform(0, backoff))
-                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+        while True:
+            try:
+                return await invoke(pass_turn)
+            except RPCLockConflictError:
+                if loop.time() + backoff > deadline:
+                    raise
+                # Full jitter keeps concurrent callers from retrying in lock-step.
+                await asyncio.sleep(random.uniform(0, backoff))
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
     finally:
         pass_turn()
 

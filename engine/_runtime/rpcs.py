@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -33,7 +34,7 @@ from engine.errors import (
     RPCTimeoutError,
 )
 from engine.flow import Flow, RPCResult
-from engine.options import _ON_LOCKS_RELEASED, RPCInvokeOptions
+from engine.options import RPCInvokeOptions
 from engine.registry import Registry
 from engine.telemetry import Telemetry
 
@@ -41,10 +42,8 @@ KNOWN_TYPES_LIMIT = 100_000
 _NO_OPTIONS = RPCInvokeOptions()
 
 
-def _locks_released() -> None:
-    callback = _ON_LOCKS_RELEASED.get()
-    if callback is not None:
-        callback()
+#: Called once an invocation released the locks it took (see ``Engine.invoke_rpc``).
+Callback = Callable[[], None]
 
 
 class _WrongGuess(Exception):
@@ -98,13 +97,21 @@ class RPCExecutor:
         input: Any,
         run_id: str | None,
         options: RPCInvokeOptions | None,
+        on_locks_released: Callback | None = None,
     ) -> Any:
         """Invoke ``rpc``, a Flow's RPC method or an RPC name (see ``Engine.invoke_rpc``)."""
         check_id(flow_id, "flowId")
         if run_id is not None:
             check_id(run_id, "runId")
         if isinstance(rpc, str):
-            return await self.invoke(flow_id, rpc, input, run_id=run_id, options=options)
+            return await self.invoke(
+                flow_id,
+                rpc,
+                input,
+                run_id=run_id,
+                options=options,
+                on_locks_released=on_locks_released,
+            )
         definition = rpc_definition_of(rpc)
         owner = getattr(rpc, "__self__", None)
         if definition is None or not isinstance(owner, Flow):
@@ -118,6 +125,7 @@ class RPCExecutor:
             flow_type=type(owner).flow_type(),
             run_id=run_id,
             options=options,
+            on_locks_released=on_locks_released,
         )
 
     async def invoke(
@@ -129,6 +137,7 @@ class RPCExecutor:
         flow_type: str | None = None,
         run_id: str | None = None,
         options: RPCInvokeOptions | None = None,
+        on_locks_released: Callback | None = None,
     ) -> Any:
         """Run one RPC invocation and return its output, telling the telemetry how it went.
 
@@ -139,7 +148,9 @@ class RPCExecutor:
         started = time.perf_counter()
         outcome = "ok"
         try:
-            return await self._invoke_named(flow_id, rpc_name, input, flow_type, run_id, options)
+            return await self._invoke_named(
+                flow_id, rpc_name, input, flow_type, run_id, options, on_locks_released
+            )
         except EngineError as exc:
             outcome = exc.code
             if isinstance(exc, RPCLockConflictError):
@@ -168,13 +179,21 @@ class RPCExecutor:
         flow_type: str | None,
         run_id: str | None,
         options: RPCInvokeOptions | None,
+        on_locks_released: Callback | None,
     ) -> Any:
         if flow_type is None:
             guess = self._known_types.get(flow_id)
             if guess is not None:
                 try:
                     return await self._invoke(
-                        flow_id, rpc_name, input, guess, run_id, options, guessed=True
+                        flow_id,
+                        rpc_name,
+                        input,
+                        guess,
+                        run_id,
+                        options,
+                        on_locks_released,
+                        guessed=True,
                     )
                 except _WrongGuess:
                     self._known_types.pop(flow_id, None)
@@ -186,7 +205,7 @@ class RPCExecutor:
             flow_type = run.flow_type
             self._remember(flow_id, flow_type)
         return await self._invoke(
-            flow_id, rpc_name, input, flow_type, run_id, options, guessed=False
+            flow_id, rpc_name, input, flow_type, run_id, options, on_locks_released, guessed=False
         )
 
     async def _invoke(
@@ -197,6 +216,7 @@ class RPCExecutor:
         flow_type: str,
         run_id: str | None,
         options: RPCInvokeOptions | None,
+        on_locks_released: Callback | None,
         *,
         guessed: bool,
     ) -> Any:
@@ -217,7 +237,8 @@ class RPCExecutor:
         def on_released() -> None:
             nonlocal released
             released = True
-            _locks_released()
+            if on_locks_released is not None:
+                on_locks_released()
 
         try:
             # Taken before the read: a unit that ends meanwhile is in what the read sees.

@@ -122,8 +122,12 @@ async def upsert_profile(
     profile = await retry_lock_conflicts(
         request,
         ("profile-upsert", flow_id, partition),
-        lambda: eng.invoke_rpc(
-            FLOW.upsert_profile, flow_id, payload, options=upsert_options(payload.email)
+        lambda released: eng.invoke_rpc(
+            FLOW.upsert_profile,
+            flow_id,
+            payload,
+            options=upsert_options(payload.email),
+            on_locks_released=released,
         ),
         lock=FLOW.profiles.lock(partition),
         flow_id=flow_id,

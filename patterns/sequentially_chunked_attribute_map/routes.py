@@ -119,7 +119,9 @@ async def register(
     record = await retry_lock_conflicts(
         request,
         ("chunked-register", flow_id),
-        lambda: eng.invoke_rpc(FLOW.register_subscriber, flow_id, payload),
+        lambda released: eng.invoke_rpc(
+            FLOW.register_subscriber, flow_id, payload, on_locks_released=released
+        ),
         lock=FLOW.archive_state.lock(),
         flow_id=flow_id,
         operation="register",

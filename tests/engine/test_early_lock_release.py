@@ -74,8 +74,7 @@ async def _increment(eng: engine.Engine, flow_id: str, turn: asyncio.Lock | None
             turn.release()
 
     try:
-        with engine.when_locks_released(pass_turn):
-            return int(await eng.invoke_rpc("increment", flow_id, 1))
+        return int(await eng.invoke_rpc("increment", flow_id, 1, on_locks_released=pass_turn))
     finally:
         pass_turn()
 
