@@ -12,7 +12,6 @@ ones arrive.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import secrets
 from bisect import bisect_left, bisect_right
 from collections import deque
@@ -20,13 +19,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from engine._streams.records import StoredMessage, sequence_of
+from engine._streams.trimming import Trimming
 from engine.errors import FailedPreconditionError, ResourceExhaustedError
 from engine.stream import StreamStoreConfig
 
 if TYPE_CHECKING:
     from engine.clock import Clock
-
-_TRIM_SLICE = 512  # messages removed between yields to the event loop
 
 
 class _Instance:
@@ -72,8 +70,6 @@ class _StreamState:
         "next_seq",
         "instances",
         "order",
-        "trim_target",
-        "trim_task",
     )
 
     def __init__(self, flow_type: str, name: str, capacity: int) -> None:
@@ -84,8 +80,6 @@ class _StreamState:
         self.next_seq = 1
         self.instances: dict[str, _Instance] = {}
         self.order: deque[StoredMessage] = deque()  # every Flow ID's messages, oldest first
-        self.trim_target: int | None = None
-        self.trim_task: asyncio.Task[None] | None = None
 
 
 class _Waiter:
@@ -107,20 +101,27 @@ class MemoryStreamStore:
     ) -> None:
         self.config = config
         self.clock = clock
-        # Told when a trim job ends, so whoever waits for the engine to settle looks again.
-        self._on_trim_done = on_trim_done
         self._epoch = secrets.token_hex(4)
         self.total = 0
         self.closed = False
-        self.trim_jobs_started = 0
         self._streams: dict[tuple[str, str], _StreamState] = {}
         self._waiters: dict[tuple[str, str, str], _Waiter] = {}
-        self._trim_slots = asyncio.Semaphore(config.trim_workers)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._trimming = Trimming(
+            workers=config.trim_workers,
+            trim_slice=self._trim_slice,
+            usages=self._usages,
+            on_done=on_trim_done,
+            kind="memory",
+        )
+
+    @property
+    def trim_jobs_started(self) -> int:
+        """Return how many trim jobs were started."""
+        return self._trimming.started
 
     def trims_running(self) -> int:
-        """Return how many trim jobs are under way."""
-        return len(self._tasks)
+        """Return how many trim jobs (and room planners) are under way."""
+        return self._trimming.running()
 
     async def total_bytes(self) -> int:
         """Return how many bytes the store holds."""
@@ -144,8 +145,7 @@ class MemoryStreamStore:
         for waiter in self._waiters.values():
             waiter.event.set()
         self._waiters.clear()
-        for task in list(self._tasks):
-            task.cancel()
+        await self._trimming.close()
 
     # -- sizes and limits ---------------------------------------------------------------------
 
@@ -173,7 +173,7 @@ class MemoryStreamStore:
         return {
             "usage": state.usage,
             "messages": len(state.order),
-            "trimming": state.trim_task is not None,
+            "trimming": self._trimming.trimming(flow_type, name),
             "capacity": state.capacity,
         }
 
@@ -204,14 +204,14 @@ class MemoryStreamStore:
                 retryable=False,
             )
         if state.usage + size > state.capacity:
-            self._request_trim(state, state.capacity - size)
+            self._trimming.request(flow_type, name, state.capacity - size)
             raise _exhausted(
                 f"{where} is at its capacity of {state.capacity} bytes; trimming is making "
                 "room, retry after a short delay",
                 retryable=True,
             )
         if self.total + size > config.max_total_bytes:
-            self._request_room(self.total + size - config.max_total_bytes)
+            self._trimming.make_room(self.total + size - config.max_total_bytes)
             raise _exhausted(
                 f"the server's Streams hold their limit of {config.max_total_bytes} bytes; "
                 "trimming the largest Streams, retry after a short delay",
@@ -227,7 +227,7 @@ class MemoryStreamStore:
         state.usage += size
         self.total += size
         if state.usage >= state.capacity * config.trim_trigger_ratio:
-            self._request_trim(state, int(state.capacity * config.trim_target_ratio))
+            self._trimming.request(flow_type, name, int(state.capacity * config.trim_target_ratio))
         waiter = self._waiters.pop((flow_type, name, flow_id), None)
         if waiter is not None:
             waiter.event.set()
@@ -286,38 +286,22 @@ class MemoryStreamStore:
 
     # -- trimming -------------------------------------------------------------------------------
 
-    def _request_trim(self, state: _StreamState, target: int) -> None:
-        """Ask the Stream's trim job (started if none runs) to bring usage down to ``target``."""
-        target = max(0, target)
-        state.trim_target = target if state.trim_target is None else min(state.trim_target, target)
-        if state.trim_task is None and not self.closed:
-            task = asyncio.get_running_loop().create_task(
-                self._trim(state), name=f"stream-trim-{state.flow_type}-{state.name}"
-            )
-            state.trim_task = task
-            self.trim_jobs_started += 1
-            self._tasks.add(task)
-            task.add_done_callback(self._trim_ended)
+    async def _trim_slice(self, flow_type: str, name: str, target: int, limit: int) -> bool:
+        """Remove up to ``limit`` oldest messages while usage is above ``target``; return
+        whether usage is still above it with messages left."""
+        state = self._streams.get((flow_type, name))
+        if state is None:
+            return False
+        for _ in range(limit):
+            if state.usage <= target or not state.order:
+                return False
+            self._pop_oldest(state)
+        await asyncio.sleep(0)  # let appends and reads in between slices
+        return state.usage > target and bool(state.order)
 
-    def _trim_ended(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._on_trim_done()
-
-    async def _trim(self, state: _StreamState) -> None:
-        try:
-            async with self._trim_slots:
-                while True:
-                    target = state.trim_target
-                    if target is None or state.usage <= target or not state.order:
-                        break
-                    for _ in range(_TRIM_SLICE):
-                        if state.usage <= target or not state.order:
-                            break
-                        self._pop_oldest(state)
-                    await asyncio.sleep(0)
-        finally:
-            state.trim_target = None
-            state.trim_task = None
+    async def _usages(self) -> list[tuple[tuple[str, str], int]]:
+        """Return ((Flow type, Stream), usage) of every Stream holding messages."""
+        return [(key, state.usage) for key, state in self._streams.items() if state.usage > 0]
 
     def _pop_oldest(self, state: _StreamState) -> None:
         message = state.order.popleft()
@@ -327,26 +311,6 @@ class MemoryStreamStore:
             del state.instances[message.flow_id]
         state.usage -= message.size
         self.total -= message.size
-
-    def _request_room(self, need: int) -> None:
-        """Plan which oldest messages of the largest Streams free ``need`` bytes, then ask
-        each Stream's own trim job to remove them."""
-        planned: dict[int, int] = {}
-        cursors: dict[int, Any] = {}
-        states = [s for s in self._streams.values() if s.usage > 0]
-        heap = [(-s.usage, i) for i, s in enumerate(states)]
-        heapq.heapify(heap)
-        while need > 0 and heap:
-            _, i = heapq.heappop(heap)
-            cursor = cursors.setdefault(i, iter(states[i].order))
-            message = next(cursor, None)
-            if message is None:
-                continue
-            planned[i] = planned.get(i, states[i].usage) - message.size
-            need -= message.size
-            heapq.heappush(heap, (-planned[i], i))
-        for i, target in planned.items():
-            self._request_trim(states[i], target)
 
 
 def _exhausted(detail: str, *, retryable: bool) -> ResourceExhaustedError:

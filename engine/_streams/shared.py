@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from engine._streams.records import StoredMessage
-from engine._streams.waiting import Waiters, plan_room
+from engine._streams.trimming import Trimming
+from engine._streams.waiting import Waiters
 from engine.errors import FailedPreconditionError, ResourceExhaustedError
 from engine.stream import StreamStoreConfig
 
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("dexlite.streams")
 
 T = TypeVar("T")
-
-#: Messages one trim transaction or script removes: short enough not to hold up appends.
-TRIM_SLICE = 512
 
 
 @dataclass(slots=True)
@@ -55,14 +53,6 @@ class Refused:
     epoch: str
 
 
-class _TrimJob:
-    __slots__ = ("target", "task")
-
-    def __init__(self, target: int) -> None:
-        self.target = target
-        self.task: asyncio.Task[None] | None = None
-
-
 class SharedStreamStore(abc.ABC):
     """The part of a shared Stream Store that is the same on every backing store."""
 
@@ -80,21 +70,22 @@ class SharedStreamStore(abc.ABC):
         self.config = config
         self.clock = clock
         self.namespace = config.namespace
-        # Told when a trim job ends, so whoever waits for the engine to settle looks again.
-        self._on_trim_done = on_trim_done
         self._epoch = ""
         self.opened = False
         self.closed = False
-        self.trim_jobs_started = 0
         #: How often the listening connection was lost and made again (operators and tests).
         self.listener_reconnects = 0
         # Notifications carry it, so this store skips its own (it woke its readers already).
         self.origin = secrets.token_hex(8)
         self._waiters = Waiters()
-        self._trim_slots = asyncio.Semaphore(config.trim_workers)
-        self._trims: dict[tuple[str, str], _TrimJob] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._making_room = False
+        self._trimming = Trimming(
+            workers=config.trim_workers,
+            trim_slice=self._trim_slice,
+            usages=self._usages,
+            on_done=on_trim_done,
+            kind=self.kind,
+            unreachable=self.unreachable,
+        )
 
     # -- the backing store's primitives ---------------------------------------------------------
 
@@ -148,9 +139,14 @@ class SharedStreamStore(abc.ABC):
         """Identify the store's contents: stored with them, the same in every process."""
         return self._epoch
 
+    @property
+    def trim_jobs_started(self) -> int:
+        """Return how many trim jobs this process started."""
+        return self._trimming.started
+
     def trims_running(self) -> int:
         """Return how many trim jobs (and room planners) of this process are under way."""
-        return len(self._tasks)
+        return self._trimming.running()
 
     async def total_bytes(self) -> int:
         """Return how many bytes the store holds, every process's Streams together (on Redis,
@@ -177,11 +173,8 @@ class SharedStreamStore(abc.ABC):
             return
         self.closed = True
         self._waiters.wake_all()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
         # Trim jobs hold connections: let them unwind before the pool closes under them.
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._trimming.close()
         await self._disconnect()
 
     def message_size(self, flow_id: str, source: str, text: str) -> int:
@@ -222,20 +215,20 @@ class SharedStreamStore(abc.ABC):
         self._epoch = outcome.epoch
         if isinstance(outcome, Refused):
             if outcome.limit == "stream":
-                self._request_trim(flow_type, name, capacity - size)
+                self._trimming.request(flow_type, name, capacity - size)
                 raise _exhausted(
                     f"{where} is at its capacity of {capacity} bytes; trimming is making "
                     "room, retry after a short delay",
                     retryable=True,
                 )
-            self._request_room(outcome.usage + size - config.max_total_bytes)
+            self._trimming.make_room(outcome.usage + size - config.max_total_bytes)
             raise _exhausted(
                 f"the server's Streams hold their limit of {config.max_total_bytes} bytes; "
                 "trimming the largest Streams, retry after a short delay",
                 retryable=True,
             )
         if outcome.usage >= capacity * config.trim_trigger_ratio:
-            self._request_trim(flow_type, name, int(capacity * config.trim_target_ratio))
+            self._trimming.request(flow_type, name, int(capacity * config.trim_target_ratio))
         # This process's readers hear at once; the others through the notification.
         self._waiters.wake((flow_type, name, flow_id))
         return outcome.message
@@ -300,7 +293,7 @@ class SharedStreamStore(abc.ABC):
         return {
             "usage": usage,
             "messages": messages,
-            "trimming": (flow_type, name) in self._trims,
+            "trimming": self._trimming.trimming(flow_type, name),
             "capacity": capacity,
         }
 
@@ -351,68 +344,6 @@ class SharedStreamStore(abc.ABC):
         if stored is None:
             stored = await self._guard(operation, self._ensure_epoch())
         self._epoch = stored
-
-    def _request_trim(self, flow_type: str, name: str, target: int) -> None:
-        """Ask the Stream's trim job (started if none runs here) to bring usage to ``target``."""
-        target = max(0, target)
-        key = (flow_type, name)
-        job = self._trims.get(key)
-        if job is not None:
-            job.target = min(job.target, target)
-            return
-        if self.closed:
-            return
-        job = self._trims[key] = _TrimJob(target)
-        task = asyncio.get_running_loop().create_task(
-            self._trim(key, job), name=f"stream-trim-{flow_type}-{name}"
-        )
-        job.task = task
-        self.trim_jobs_started += 1
-        self._start(task)
-
-    def _start(self, task: asyncio.Task[None]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._task_ended)
-
-    def _task_ended(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._on_trim_done()
-
-    async def _trim(self, key: tuple[str, str], job: _TrimJob) -> None:
-        try:
-            async with self._trim_slots:
-                while not self.closed:
-                    target = job.target
-                    more = await self._trim_slice(key[0], key[1], target, TRIM_SLICE)
-                    # Done unless a lower target arrived while that slice ran.
-                    if not more and job.target >= target:
-                        break
-        except self.unreachable as exc:
-            # Best effort: the next append past the trigger, or refused, asks again.
-            log.warning("trimming %s stopped: the %s store is unreachable: %s", key, self.kind, exc)
-        except Exception:
-            log.exception("trimming Stream %s of the %s store failed", key, self.kind)
-        finally:
-            if self._trims.get(key) is job:
-                del self._trims[key]
-
-    def _request_room(self, need: int) -> None:
-        """Trim the largest Streams until ``need`` bytes are free (one planner at a time)."""
-        if self._making_room or self.closed:
-            return
-        self._making_room = True
-        self._start(asyncio.get_running_loop().create_task(self._make_room(need)))
-
-    async def _make_room(self, need: int) -> None:
-        try:
-            for (flow_type, name), target in plan_room(await self._usages(), need).items():
-                self._request_trim(flow_type, name, target)
-        except self.unreachable as exc:
-            log.warning("could not plan trimming: the %s store is unreachable: %s", self.kind, exc)
-        except Exception:
-            log.exception("planning the trimming of the %s store failed", self.kind)
-        finally:
-            self._making_room = False
 
 
 def _exhausted(detail: str, *, retryable: bool) -> ResourceExhaustedError:

@@ -1,13 +1,9 @@
-"""Small parts of the shared Stream Stores: readers parked per Flow ID, and the plan that
-frees room across the largest Streams."""
+"""A small part of the shared Stream Stores: readers parked per Flow ID."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Hashable
-from typing import TypeVar
-
-K = TypeVar("K")
 
 
 class Waiter:
@@ -59,22 +55,3 @@ class Waiters:
     def count(self) -> int:
         """Return how many readers are registered (woken ones count until they leave)."""
         return sum(waiter.count for waiter in self._by_key.values())
-
-
-def plan_room(usages: list[tuple[K, int]], need: int) -> dict[K, int]:
-    """Return trim targets that free ``need`` bytes from the largest Streams.
-
-    The largest Streams are cut down to one common level, as high as frees enough: with
-    usages 600 and 300 and 150 bytes needed, the first is trimmed to 450 and the second kept.
-    """
-    ordered = sorted((usage, i) for i, (_, usage) in enumerate(usages) if usage > 0)[::-1]
-    chosen: list[int] = []
-    above = 0  # the usage of the chosen Streams
-    for position, (usage, i) in enumerate(ordered):
-        chosen.append(i)
-        above += usage
-        below = ordered[position + 1][0] if position + 1 < len(ordered) else 0
-        if above - len(chosen) * below >= need:
-            level = max(0, (above - need) // len(chosen))
-            return {usages[j][0]: level for j in chosen}
-    return {usages[j][0]: 0 for j in chosen}
