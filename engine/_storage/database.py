@@ -49,7 +49,7 @@ class DatabaseSettings:
     busy_timeout_ms: int = 10_000
     max_batch: int = 128
     read_pool_size: int = 8
-    #: PostgreSQL: connections kept open per process (as many again may open under load).
+    #: PostgreSQL: connections each process keeps open (a unit past them waits for one).
     pool_size: int = 20
     #: PostgreSQL: how long to wait for the server before a call fails as unavailable.
     timeouts: PostgresTimeouts = PostgresTimeouts()
