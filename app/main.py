@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -69,16 +71,45 @@ def config_from_settings(settings: Settings) -> engine.EngineConfig:
     )
 
 
+class RegistryLoadError(ValueError):
+    """DEXLITE_REGISTRY names nothing that gives an engine.Registry; the message says why."""
+
+
 def load_registry(path: str) -> engine.Registry:
-    """Import ``module:attribute`` and return the Registry it names (or that it returns)."""
+    """Import ``module:attribute`` and return the Registry it names (or that it returns).
+
+    The current directory is searched first, as uvicorn and Python's own ``-m`` do, so a
+    ``orders.py`` next to where the server starts is found without setting PYTHONPATH.
+    """
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
-        raise ValueError(f"registry {path!r} must look like 'module:attribute'")
-    found = getattr(importlib.import_module(module_name), attribute)
+        raise RegistryLoadError(
+            f"DEXLITE_REGISTRY={path!r} must look like 'module:attribute' (say 'orders:registry')"
+        )
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if not (module_name == missing or module_name.startswith(missing + ".")):
+            raise  # the module was found; something it imports was not (its traceback helps)
+        raise RegistryLoadError(
+            f"DEXLITE_REGISTRY={path!r}: no module named {exc.name!r} in the current directory "
+            f"({here}) or the installed packages"
+        ) from exc
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise RegistryLoadError(
+            f"DEXLITE_REGISTRY={path!r}: module {module_name!r} has no attribute {attribute!r}"
+        )
     if callable(found) and not isinstance(found, engine.Registry):
         found = found()
     if not isinstance(found, engine.Registry):
-        raise TypeError(f"{path} is not an engine.Registry")
+        raise RegistryLoadError(
+            f"DEXLITE_REGISTRY={path!r} gives a {type(found).__name__}, not an engine.Registry"
+        )
     return found
 
 

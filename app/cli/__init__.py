@@ -44,16 +44,14 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn's log level.")] = "info",
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
 ) -> None:
-    """Serve the API and playground (settings: DEXLITE_* environment variables)."""
-    from app.cli.serving import run_server
-    from app.settings import Settings
+    """Serve the API and playground (settings: DEXLITE_* environment variables).
 
-    settings = Settings()
-    host = host or settings.host
-    port = port if port is not None else settings.port
-    print(f"dexlite: playground at http://{host}:{port}/playground/", flush=True)
-    print(f"dexlite: database {settings.database_url}", flush=True)
-    run_server(settings, host, port, log_level=log_level, access_log=access_log)
+    The playground's URL is printed once the server answers; a server that cannot start
+    prints one line saying why on stderr and exits with status 1.
+    """
+    from app.cli.serving import run_server
+
+    run_server(host, port, log_level=log_level, access_log=access_log)
 
 
 def openapi_document() -> str:
