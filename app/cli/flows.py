@@ -154,7 +154,14 @@ def describe(
         output.emit(output.pairs(_flow_rows(info)))
 
 
-@flows.command(epilog=EXIT_CODES)
+#: The exit status of ``flows result`` for a run that did not complete.
+NOT_COMPLETED = 6
+
+
+@flows.command(
+    epilog=EXIT_CODES + f" {NOT_COMPLETED}: the run did not complete (FAILED, CANCELED, "
+    "TERMINATED, TIMED_OUT, or still RUNNING when the wait ended)."
+)
 def result(
     flow_id: FlowIdArgument,
     wait: Annotated[
@@ -170,13 +177,20 @@ def result(
 ) -> None:
     """Show a run's status and, once closed, its completions or error (waitForFlow).
 
-    A run still RUNNING when the wait ends is shown as RUNNING; the exit status stays 0.
+    Exits with status 6 unless the run COMPLETED: it FAILED, was CANCELED, TERMINATED or
+    TIMED_OUT, or is still RUNNING when the wait ends (what it shows is the same).
     """
     with session(url, token) as api:
         body = api.wait_for_flow(flow_id, run_id, wait)
     if json_output:
         output.emit_json(body)
-        return
+    else:
+        _show_result(body)
+    if body["status"] != "COMPLETED":
+        raise typer.Exit(NOT_COMPLETED)
+
+
+def _show_result(body: dict[str, Any]) -> None:
     rows = [
         ("Flow ID", body["flowId"]),
         ("Run ID", body["runId"]),
