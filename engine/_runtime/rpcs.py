@@ -13,7 +13,7 @@ from engine import _codec
 from engine._ids import check_id, new_owner_token
 from engine._loads import RPCPlan, rpc_plan_with
 from engine._rpc_definition import RPCDefinition, rpc_definition_of
-from engine._runtime import effects
+from engine._runtime import effects, failures
 from engine._runtime.committer import Committer
 from engine._runtime.context import InvocationContext
 from engine._runtime.handler_threads import HandlerThreads
@@ -396,6 +396,9 @@ class RPCExecutor:
         except EngineError:
             raise
         except Exception as exc:
+            failures.log_rpc_failure(
+                exc, flow_id=context.flow_id, run_id=context.run_id, rpc_name=definition.name
+            )
             raise RPCHandlerError(
                 f"RPC {definition.name} raised {type(exc).__name__}: {exc}",
                 error_type=type(exc).__name__,

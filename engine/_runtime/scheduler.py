@@ -19,7 +19,7 @@ from typing import Any
 
 from engine import _codec
 from engine._outcomes import OutcomeKind
-from engine._runtime import effects
+from engine._runtime import effects, failures
 from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.context import InvocationContext
@@ -422,9 +422,14 @@ class Scheduler:
     ) -> None:
         step = attempt.step
         error_type, message = type(exc).__name__, str(exc)
+        trace = failures.traceback_text(exc)
         policy = sspec.plans[step.phase].retry
-        if step.attempt < policy.max_attempts:
+        retrying = step.attempt < policy.max_attempts
+        due = None
+        if retrying:
             due = self._now() + int(policy.delay_before(step.attempt + 1) * 1_000_000)
+        failures.log_step_failure(exc, step, retry_at=due)
+        if due is not None:
             # The retry keeps its locks while it waits.
             retry = replace(
                 step,
@@ -439,6 +444,7 @@ class Scheduler:
                 error_type=error_type,
                 error_message=message,
                 now=self._now(),
+                traceback=trace,
             )
             if await self._commit(attempt, unit):
                 self._report(step, "retried")
@@ -449,8 +455,9 @@ class Scheduler:
             next_steps=effects.next_steps(
                 spec, run_id=step.run_id, flow_id=step.flow_id, movements=movements
             ),
-            decision=_closing(
-                step, OutcomeKind.FAILED, error_type=error_type, error_message=message
+            decision=replace(
+                _closing(step, OutcomeKind.FAILED, error_type=error_type, error_message=message),
+                traceback=trace,
             ),
         )
         await self._commit_step(attempt, staged)

@@ -125,10 +125,17 @@ def commit_step(
 
 
 def retry_step(
-    *, step: QueuedStep, attempt: int, error_type: str, error_message: str, now: int
+    *,
+    step: QueuedStep,
+    attempt: int,
+    error_type: str,
+    error_message: str,
+    now: int,
+    traceback: str | None = None,
 ) -> Unit:
-    """Record a failed attempt and schedule ``step``, its next one (still under the failed
-    attempt's claim, ``step.fence``); its writes are discarded."""
+    """Record a failed attempt (with its bounded ``traceback``) and schedule ``step``, its
+    next one (still under the failed attempt's claim, ``step.fence``); its writes are
+    discarded."""
 
     def unit(conn: Connection) -> CommitResult:
         run = _current_attempt(conn, step.run_id, step.id, attempt, step.fence)
@@ -139,6 +146,7 @@ def retry_step(
             "errorType": error_type,
             "errorMessage": error_message,
             "retryAt": step.due_at,
+            "traceback": traceback,
         }
         rows.add_history(conn, run.run_id, [(HistoryEventType.STEP_ATTEMPT_FAILED, event)], now)
         return CommitResult(

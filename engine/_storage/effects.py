@@ -273,8 +273,9 @@ def _close_step(
 def step_closed_details(
     decision: StepClose, effects: StagedEffects, canceled: tuple[str, ...]
 ) -> dict[str, Any]:
-    """Return the details of a decision's ``STEP_CLOSED`` history event."""
-    return {
+    """Return the details of a decision's ``STEP_CLOSED`` history event (a final failure's
+    with its traceback)."""
+    details = {
         "stepType": decision.step_type,
         "stepExecutionId": execution_id(decision.step_id),
         "attempt": decision.attempt,
@@ -285,6 +286,9 @@ def step_closed_details(
         "canceledSteps": [execution_id(i) for i in canceled],
         "attributes": rows.written_keys(effects.writes),
     }
+    if decision.traceback is not None:
+        details["traceback"] = decision.traceback
+    return details
 
 
 def _check_pending(

@@ -287,6 +287,8 @@ class StepClose:
     error_message: str | None = None
     #: The phase whose method decided (a wait_for may fail for good before any execute).
     phase: Phase = Phase.EXECUTE
+    #: A final failure's traceback, bounded (see ``failures.traceback_text``).
+    traceback: str | None = None
 
     @property
     def is_completion(self) -> bool:
