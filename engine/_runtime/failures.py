@@ -31,40 +31,28 @@ def traceback_text(exc: BaseException) -> str:
 def log_step_failure(exc: BaseException, step: QueuedStep, *, retry_at: int | None) -> None:
     """Log the failure of ``step``'s attempt with its traceback: a warning when it will be
     retried (at ``retry_at``, microseconds since the epoch), an error when it was the last."""
-    flow_id, run_id, step_type = step.flow_id, step.run_id, step.step_type
-    execution_id, attempt = step.execution_id, step.attempt
-    fields = {
-        "flowId": flow_id,
-        "runId": run_id,
-        "stepType": step_type,
-        "stepExecutionId": execution_id,
-        "attempt": attempt,
+    fields: dict[str, object] = {
+        "flowId": step.flow_id,
+        "runId": step.run_id,
+        "stepType": step.step_type,
+        "stepExecutionId": step.execution_id,
+        "attempt": step.attempt,
     }
-    if retry_at is None:
-        log.error(
-            "Step %s (%s, attempt %d) of Flow %s run %s failed for good: %s: %s",
-            step_type,
-            execution_id,
-            attempt,
-            flow_id,
-            run_id,
-            type(exc).__name__,
-            exc,
-            exc_info=exc,
-            extra=fields,
-        )
-        return
-    log.warning(
-        "Step %s (%s, attempt %d) of Flow %s run %s failed, to be retried: %s: %s",
-        step_type,
-        execution_id,
-        attempt,
-        flow_id,
-        run_id,
+    if retry_at is not None:
+        fields["retryAt"] = retry_at
+    log.log(
+        logging.ERROR if retry_at is None else logging.WARNING,
+        "Step %s (%s, attempt %d) of Flow %s run %s failed%s: %s: %s",
+        step.step_type,
+        step.execution_id,
+        step.attempt,
+        step.flow_id,
+        step.run_id,
+        " for good" if retry_at is None else ", to be retried",
         type(exc).__name__,
         exc,
         exc_info=exc,
-        extra={**fields, "retryAt": retry_at},
+        extra=fields,
     )
 
 

@@ -29,9 +29,8 @@ from engine._storage.records import (
     RunStatus,
     StagedEffects,
     StepClose,
-    StepState,
 )
-from engine._storage.step_moves import StepMove, step_move
+from engine._storage.step_moves import StepMove, closed_state, has_other_effects, step_move
 
 SQL = (
     "SELECT dexlite_end_step($1, $2, $3::int4, $4::int8, $5, $6, $7::bool, $8, $9, $10, "
@@ -78,14 +77,13 @@ class StepEnd:
         """Call the function on ``conn`` (outside a transaction: the call is its own); return
         False, having changed nothing, when the run is not open or the attempt not current."""
         decision = self.decision
-        failed = decision.kind == OutcomeKind.FAILED
         channel, payload = notice or (None, None)
         args = (
             self.run_id,
             decision.step_id,
             self.attempt,
             self.fence,
-            (StepState.FAILED if failed else StepState.COMPLETED).value,
+            closed_state(decision).value,
             decision.phase.value,
             decision.is_completion,
             decision.output,
@@ -132,13 +130,7 @@ def step_end(
     decision = effects.decision
     if not isinstance(decision, StepClose) or effects.next_steps:
         return None
-    if (
-        effects.writes
-        or effects.channel_deletions
-        or effects.channel_publications
-        or effects.cancel_step_types
-        or effects.history
-    ):
+    if has_other_effects(effects):
         return None
     closes: RunStatus | None = None
     if decision.kind == OutcomeKind.FORCE_COMPLETE:

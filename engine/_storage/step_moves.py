@@ -84,6 +84,11 @@ SELECT (SELECT count(*) FROM g), (SELECT count(*) FROM n),
 """
 
 
+def closed_state(decision: StepClose) -> StepState:
+    """The state a decision leaves its execution in."""
+    return StepState.FAILED if decision.kind == OutcomeKind.FAILED else StepState.COMPLETED
+
+
 @dataclass(frozen=True)
 class StepMove:
     """One Step decision that moves its Flow on, ready to run as one statement."""
@@ -110,7 +115,6 @@ class StepMove:
             counts[step.step_type] = counts.get(step.step_type, 0) + 1
             numbers.append(counts[step.step_type])
         decision = self.decision
-        failed = decision.kind == OutcomeKind.FAILED
         channel, payload = notice or (None, None)
         args = (
             self.run_id,
@@ -126,7 +130,7 @@ class StepMove:
             [counts[s.step_type] for s in self.next_steps],
             self.now,
             conn.info[CLAIMANT],
-            (StepState.FAILED if failed else StepState.COMPLETED).value,
+            closed_state(decision).value,
             decision.phase.value,
             decision.is_completion,
             decision.output,
@@ -143,6 +147,18 @@ class StepMove:
         for step, step_id in zip(self.next_steps, ids, strict=True):
             step.id, step.numbered, step.fence = step_id, True, 1
         return True
+
+
+def has_other_effects(effects: StagedEffects) -> bool:
+    """True when a decision's commit does more than close its execution and queue the next
+    (an Attribute write, a Channel operation, a cancellation, history of its own)."""
+    return bool(
+        effects.writes
+        or effects.channel_deletions
+        or effects.channel_publications
+        or effects.cancel_step_types
+        or effects.history
+    )
 
 
 def step_move(
@@ -162,13 +178,7 @@ def step_move(
         return None
     if decision.kind == OutcomeKind.FORCE_COMPLETE:
         return None  # it closes the run
-    if (
-        effects.writes
-        or effects.channel_deletions
-        or effects.channel_publications
-        or effects.cancel_step_types
-        or effects.history
-    ):
+    if has_other_effects(effects):
         return None
     if any(s.id or s.run_id != run_id for s in effects.next_steps):
         return None  # numbered already, or of another run: the unit knows what to do

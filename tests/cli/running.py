@@ -10,7 +10,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from tests.server import ROOT
+from tests.support.waiting import wait_until
 
 #: A subprocess that takes longer has hung: the CLI's own long polls are shorter.
 RUN_SECONDS = 60.0
@@ -90,3 +93,16 @@ def parsed(done: subprocess.CompletedProcess[str]) -> Any:
     """Return the JSON a ``--json`` command printed."""
     assert (done.returncode, done.stderr) == (0, ""), done
     return json.loads(done.stdout)
+
+
+def wait_answering(process: subprocess.Popen[str], port: int) -> None:
+    """Wait until the ``dexlite serve`` ``process`` answers /readyz on ``port``."""
+
+    def ready() -> bool:
+        assert process.poll() is None, process.communicate()
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(ready, within=30, interval=0.05, what="dexlite serve to answer")

@@ -9,16 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
 from app.cli import dexlite, main
-from tests.cli.running import RUN_SECONDS, Dexlite, command_env
+from tests.cli.running import RUN_SECONDS, Dexlite, command_env, wait_answering
 from tests.server import ROOT, free_port
 from tests.support.backends import backend_independent
-from tests.support.waiting import wait_until
 
 pytestmark = backend_independent("the command line, not the database")
 
@@ -109,15 +107,7 @@ def test_serve_serves_the_api_on_the_given_host_and_port(tmp_path: Path) -> None
         text=True,
     )
     try:
-
-        def ready() -> bool:
-            assert process.poll() is None, process.communicate()
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(ready, within=30, interval=0.05, what="dexlite serve to answer")
+        wait_answering(process, port)
         process.send_signal(signal.SIGINT)
         stdout, _ = process.communicate(timeout=RUN_SECONDS)
     finally:

@@ -12,10 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cli.running import RUN_SECONDS, Dexlite, command_env
+from tests.cli.running import RUN_SECONDS, Dexlite, command_env, wait_answering
 from tests.server import ROOT, free_port
 from tests.support.backends import backend_independent
-from tests.support.waiting import wait_until
 
 pytestmark = backend_independent("the command line, not the database")
 
@@ -64,17 +63,6 @@ def _serve(cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
-def _answering(process: subprocess.Popen[str], port: int) -> None:
-    def ready() -> bool:
-        assert process.poll() is None, process.communicate()
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_until(ready, within=30, interval=0.05, what="dexlite serve to answer")
-
-
 def _stop(process: subprocess.Popen[str]) -> tuple[str, str]:
     process.send_signal(signal.SIGINT)
     try:
@@ -107,7 +95,7 @@ def test_a_registry_module_in_the_current_directory_is_served(tmp_path: Path) ->
     port = free_port()
     process = _serve(tmp_path, _settings(tmp_path, port, DEXLITE_REGISTRY="orders:registry"))
     try:
-        _answering(process, port)
+        wait_answering(process, port)
         types = httpx.get(f"http://127.0.0.1:{port}/api/v1/flow-types", timeout=5).json()
     finally:
         stdout, stderr = _stop(process)
@@ -145,7 +133,7 @@ def test_a_second_server_on_one_sqlite_file_or_one_port_is_one_line(tmp_path: Pa
     port = free_port()
     first = _serve(ROOT, _settings(tmp_path, port))
     try:
-        _answering(first, port)
+        wait_answering(first, port)
         _, line = _refused(ROOT, _settings(tmp_path, free_port()))
         assert line.startswith(
             f"dexlite: cannot start: the database {tmp_path}/dexlite.db is already served by "

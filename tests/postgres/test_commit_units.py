@@ -59,6 +59,17 @@ def start_request(flow_id: str, *, steps: int = 0) -> tuple[StartRequest, list[Q
     return request, queued
 
 
+def queue_step(request: StartRequest, step: QueuedStep) -> Any:
+    """The unit of an RPC on ``request``'s run that queues ``step``."""
+    return commits.commit_rpc(
+        flow_id=request.flow_id,
+        run_id=request.run_id,
+        rpc_name="add",
+        effects=StagedEffects(next_steps=(step,)),
+        now=NOW,
+    )
+
+
 async def backend_pid(conn: AsyncConnection) -> int:
     """Return the server process of ``conn`` (and end the transaction the query began)."""
     pid: int = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
@@ -114,16 +125,7 @@ async def test_the_last_two_steps_closing_at_once_close_the_run(pg_engine: Async
     request, (one, two) = start_request("pair", steps=2)
     async with pg_engine.connect() as conn:
         await run_unit(conn, commits.start_run(request, NOW))
-        await run_unit(
-            conn,
-            commits.commit_rpc(
-                flow_id="pair",
-                run_id=request.run_id,
-                rpc_name="add",
-                effects=StagedEffects(next_steps=(two,)),
-                now=NOW,
-            ),
-        )
+        await run_unit(conn, queue_step(request, two))
 
     def close(step: QueuedStep) -> Any:
         decision = StepClose(
@@ -269,16 +271,7 @@ async def test_the_last_two_steps_ending_at_once_in_one_call_each_close_the_run(
     request, (one, two) = start_request("pair", steps=2)
     async with pg_engine.connect() as conn:
         await run_unit(conn, commits.start_run(request, NOW))
-        await run_unit(
-            conn,
-            commits.commit_rpc(
-                flow_id="pair",
-                run_id=request.run_id,
-                rpc_name="add",
-                effects=StagedEffects(next_steps=(two,)),
-                now=NOW,
-            ),
-        )
+        await run_unit(conn, queue_step(request, two))
     first, second = end_of(one), end_of(two)
     async with pg_engine.connect() as a, pg_engine.connect() as b:
         pid = await backend_pid(b)
@@ -304,13 +297,7 @@ async def test_a_last_step_ending_while_a_commit_queues_a_step_leaves_the_run_op
     async with pg_engine.connect() as conn:
         await run_unit(conn, commits.start_run(request, NOW))
     ending = end_of(one)
-    rpc = commits.commit_rpc(
-        flow_id="late-step",
-        run_id=request.run_id,
-        rpc_name="add",
-        effects=StagedEffects(next_steps=(two,)),
-        now=NOW,
-    )
+    rpc = queue_step(request, two)
     async with pg_engine.connect() as a, pg_engine.connect() as b:
         pid = await backend_pid(b)
         transaction = await a.begin()
@@ -332,16 +319,7 @@ async def test_a_failing_last_step_in_one_call_fails_the_run_and_cancels_the_res
     request, (one, two) = start_request("failing", steps=2)
     async with pg_engine.connect() as conn:
         await run_unit(conn, commits.start_run(request, NOW))
-        await run_unit(
-            conn,
-            commits.commit_rpc(
-                flow_id="failing",
-                run_id=request.run_id,
-                rpc_name="add",
-                effects=StagedEffects(next_steps=(two,)),
-                now=NOW,
-            ),
-        )
+        await run_unit(conn, queue_step(request, two))
         ending = end_of(one, OutcomeKind.FORCE_FAIL)
         assert await run_statement(conn, lambda c: ending.run(c, None)) is True
         # A second call for the same attempt is stale: it writes nothing.
