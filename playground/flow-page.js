@@ -90,7 +90,11 @@ async function load() {
   // The run's input is in its first event, FLOW_STARTED, on the first page of its history.
   const started = history.ok ? history.data.events.find((e) => e.eventType === "FLOW_STARTED")
     : undefined;
-  renderSummary(run, result, children, started ? started.details.input : undefined);
+  // A failed run's traceback: its last Step's, kept with the STEP_CLOSED that failed it.
+  const failed = history.ok ? [...history.data.events].reverse().find(
+    (e) => e.eventType === "STEP_CLOSED" && e.details.traceback) : undefined;
+  renderSummary(run, result, children, started ? started.details.input : undefined,
+                failed?.details.traceback);
   renderAttributes(attrs);
   renderChannels(channels);
   page.events = history.ok ? history.data.events : [];
@@ -204,7 +208,7 @@ function renderRuns(data, shown) {
 }
 
 // Fill the summary: status, type, run, times, input, result or error, parent and children.
-function renderSummary(run, result, children, input) {
+function renderSummary(run, result, children, input, traceback) {
   const rows = [];
   // Add one term and its value to the list.
   const add = (term, ...value) => rows.push(el("dt", {}, term), el("dd", {}, ...value));
@@ -223,6 +227,7 @@ function renderSummary(run, result, children, input) {
   else if (result.data.errorType || result.data.errorMessage) {
     add("Error", el("strong", { class: "error-text" }, result.data.errorType ?? run.status),
         result.data.errorMessage ? `: ${result.data.errorMessage}` : "");
+    if (traceback) add("Traceback", tracebackBlock(traceback, true));
   }
   if (result.ok && result.data.completions.length) {
     add(run.closedAt ? "Result" : "Completions so far",
@@ -381,10 +386,21 @@ function eventItem(ev) {
     }));
     item.append(button);
   }
-  if (ev.details && Object.keys(ev.details).length) {
-    item.append(el("code", { class: "ev-details" }, JSON.stringify(ev.details)));
+  // A failed attempt's traceback is shown as text to read, not inside the JSON.
+  const { traceback, ...details } = ev.details ?? {};
+  if (Object.keys(details).length) {
+    item.append(el("code", { class: "ev-details" }, JSON.stringify(details)));
   }
+  if (traceback) item.append(tracebackBlock(traceback, false));
   return item;
+}
+
+// A traceback, folded under a "Traceback" summary unless ``open``.
+function tracebackBlock(text, open) {
+  const block = el("details", { class: "traceback" }, el("summary", {}, "Traceback"),
+                   el("pre", {}, text));
+  block.open = open;
+  return block;
 }
 
 // Wire the page's fixed buttons once.
