@@ -15,8 +15,9 @@
 // - Waiting. STEP_WAITING starts a waiting segment. With `dueAt` (a timer, epoch
 //   microseconds) it ends at that time, which is also drawn as a timer firing. Without it (a
 //   wait on Channels or SubFlows) it ends at the CHANNEL_CONSUMED that meets it, else at the
-//   last SUBFLOW_CLOSED of that execution, else at its STEP_CLOSED. STEP_ATTEMPT_FAILED marks
-//   a failed attempt and waits until its `retryAt` (a retry timer).
+//   last SUBFLOW_CLOSED of that execution, else at its STEP_CLOSED.
+// - Retries. STEP_ATTEMPT_FAILED marks a failed attempt and starts a back-off segment (not a
+//   wait: the Step asked for nothing) until its `retryAt`, where the retry is marked.
 // - End. STEP_CLOSED ends the bar: failed when its decision is FAILED or FORCE_FAIL, completed
 //   otherwise. An execution in the `canceledSteps` of a STEP_CLOSED or RPC_COMMITTED ends there
 //   as canceled, and so does every execution still open at FLOW_CLOSED (closing a run cancels
@@ -64,12 +65,15 @@ export function deriveTimeline(events, { startStep = null, status = "RUNNING", c
     counters.set(type, n);
     return execution(`${type}-${n}`, type, t, eventId);
   };
-  // End a timed wait whose due time has passed by `t`: it runs again from the due time.
+  // End a timed wait or back-off whose due time has passed by `t`: it runs again from then.
   const settle = (x, t) => {
-    if (x.phase !== "waiting" || x.until === null || x.until > t) return;
+    if ((x.phase !== "waiting" && x.phase !== "backoff") || x.until === null || x.until > t) {
+      return;
+    }
     const due = Math.max(x.until, x.since);
     push(x, due);
-    x.marks.push({ kind: "timer", at: due, label: x.retry ? "Retry timer fired" : "Timer fired" });
+    x.marks.push(x.retry ? { kind: "retry", at: due, label: `Attempt ${x.retry} began` }
+      : { kind: "timer", at: due, label: "Timer fired" });
     x.phase = "running";
     x.since = due;
     x.until = null;
@@ -78,8 +82,9 @@ export function deriveTimeline(events, { startStep = null, status = "RUNNING", c
   const push = (x, t) => {
     if (t > x.since) x.segments.push({ phase: x.phase, from: x.since, to: t });
   };
-  // Move an open execution into `phase` at `t`; `until` is a timed wait's due time.
-  const moveTo = (x, phase, t, until = null, retry = false) => {
+  // Move an open execution into `phase` at `t`; `until` is a timed wait's due time, `retry`
+  // the number of the attempt a back-off leads to (0: none).
+  const moveTo = (x, phase, t, until = null, retry = 0) => {
     settle(x, t);
     push(x, t);
     Object.assign(x, { phase, since: Math.max(t, x.since), until, retry });
@@ -119,7 +124,7 @@ export function deriveTimeline(events, { startStep = null, status = "RUNNING", c
         if (!x?.open) break;
         x.marks.push({ kind: "attempt", at: t,
                        label: `Attempt ${d.attempt ?? "?"} failed: ${d.errorType ?? "error"}` });
-        moveTo(x, "waiting", t, d.retryAt ? d.retryAt / 1000 : null, true);
+        moveTo(x, "backoff", t, d.retryAt ? d.retryAt / 1000 : null, (d.attempt ?? 0) + 1);
         break;
       case "CHANNEL_CONSUMED":
         if (x?.open && x.phase === "waiting") moveTo(x, "running", t);
@@ -179,7 +184,8 @@ const waitingMs = (x) =>
 // Describe one execution in words (the bar's accessible name and tooltip).
 function barText(x) {
   const wait = waitingMs(x);
-  const state = x.state === "running" || x.state === "waiting" ? `${x.state} (open)` : x.state;
+  const state = x.state === "running" || x.state === "waiting" ? `${x.state} (open)`
+    : x.state === "backoff" ? "waiting to retry (open)" : x.state;
   const ended = x.errorType ? ` with ${x.errorType}` : "";
   const due = x.open && x.until !== null ? `, its timer due at ${timeOf(iso(x.until))}` : "";
   return `${x.id}: ${state}${ended}, ${durationText(x.end - x.createdAt)}` +
@@ -234,10 +240,16 @@ export function renderTimeline(root, model, { status, selected = "", onSelect, m
       el("code", { class: "tl-label", title: x.id }, x.id), track));
   }
 
-  const timers = model.executions.reduce(
-    (n, x) => n + x.marks.filter((m) => m.kind === "timer").length, 0);
+  // How many marks of a kind the executions carry.
+  const count = (kind) => model.executions.reduce(
+    (n, x) => n + x.marks.filter((m) => m.kind === kind).length, 0);
   const parts = [plural(model.executions.length, "Step execution"),
-                 plural(model.runMarks.length, "RPC commit"), plural(timers, "timer firing")];
+                 plural(model.runMarks.length, "RPC commit"), plural(count("timer"), "timer firing")];
+  const failures = count("attempt");
+  const retries = count("retry");
+  if (failures) {
+    parts.push(plural(failures, "failed attempt"), `${retries} ${retries === 1 ? "retry" : "retries"}`);
+  }
   let summary = `${parts.join(" · ")} over ${durationText(model.end - model.start)} ` +
     `from ${timeOf(iso(model.start))}.`;
   if (lanes.length < model.executions.length) summary += ` Drawing the first ${lanes.length}.`;
@@ -267,8 +279,9 @@ function legend() {
   return el("ul", { class: "tl-legend", "aria-label": "Timeline key" },
     item("key-waiting", "waiting"), item("key-running", "running (open)"),
     item("key-completed", "completed"), item("key-failed", "failed"),
-    item("key-canceled", "canceled"), mark("mk-rpc", "RPC commit"),
-    mark("mk-timer", "timer fired"), mark("mk-attempt", "failed attempt"));
+    item("key-canceled", "canceled"), item("key-backoff", "retry back-off"),
+    mark("mk-rpc", "RPC commit"), mark("mk-timer", "timer fired"),
+    mark("mk-attempt", "failed attempt"), mark("mk-retry", "retry began"));
 }
 
 // Show only the selected execution's events in the list (the events that name or create it).

@@ -14,11 +14,11 @@ def charge(card: str) -> None:
 
 
 class Pay(Step[str]):
-    """Fails on every attempt; tried twice, a millisecond apart."""
+    """Fails on every attempt; tried twice, 300 ms apart."""
 
     def get_step_options(self) -> StepOptions:
         return StepOptions(
-            execute_retry=RetryPolicy(max_attempts=2, initial_interval=timedelta(milliseconds=1))
+            execute_retry=RetryPolicy(max_attempts=2, initial_interval=timedelta(milliseconds=300))
         )
 
     def execute(self, context: Context, input: str) -> StepDecision:

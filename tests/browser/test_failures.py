@@ -1,5 +1,5 @@
 """A failed run on the Flow page, in Chromium: its traceback under the error in the summary,
-and each failed attempt's traceback folded under its event."""
+each failed attempt's traceback folded under its event, and its retries on the timeline."""
 
 from __future__ import annotations
 
@@ -41,6 +41,18 @@ def test_a_failed_run_shows_its_traceback_and_each_attempts(page: Page, server: 
     expect(trace).to_have_attribute("open", "")
     expect(trace.locator("pre")).to_contain_text(re.compile(r'failing_flows\.py", line \d+'))
     expect(trace.locator("pre")).to_contain_text('raise RuntimeError(f"payment gateway down')
+
+    # The timeline: one bar, failed, its back-off between the two attempts, no timer.
+    bar = page.locator("#fx-timeline .tl-bar")
+    expect(bar).to_have_count(1)
+    expect(bar).to_have_class(re.compile(r"\bst-failed\b"))
+    expect(bar.locator(".seg-backoff")).to_have_count(1)
+    expect(page.locator("#fx-timeline .tl-rows .mk-attempt")).to_have_count(1)
+    expect(page.locator("#fx-timeline .tl-rows .mk-retry")).to_have_count(1)
+    expect(page.locator("#fx-timeline .tl-rows .mk-timer")).to_have_count(0)
+    expect(page.locator("#fx-timeline-summary")).to_contain_text(
+        "1 Step execution · 0 RPC commits · 0 timer firings · 1 failed attempt · 1 retry over"
+    )
 
     events = page.locator("#fx-events .event")
     failed = events.filter(has=page.locator(".ev-type", has_text="STEP_ATTEMPT_FAILED"))

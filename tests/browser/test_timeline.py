@@ -95,13 +95,14 @@ def test_bars_start_at_creation_split_at_waits_and_end_as_the_history_says(page:
     assert model["start"] == T0 and model["end"] == 1000
     assert model["runMarks"] == [["rpc", 700]]
     assert model["executions"] == {
-        # The start Step, created by FLOW_STARTED: a failed attempt waits for its retry timer.
+        # The start Step, created by FLOW_STARTED: a failed attempt backs off until its retry
+        # (a back-off, not a wait: the Step asked for no timer).
         "Fetch-1": {
             "state": "completed",
             "from": 0,
             "to": 500,
-            "segments": [["running", 0, 100], ["waiting", 100, 300], ["running", 300, 500]],
-            "marks": [["attempt", 100], ["timer", 300]],
+            "segments": [["running", 0, 100], ["backoff", 100, 300], ["running", 300, 500]],
+            "marks": [["attempt", 100], ["retry", 300]],
         },
         # Created by nextSteps, numbered in order; canceled by the RPC before its timer fired.
         "Wait-1": {

@@ -67,8 +67,8 @@ async def parked(svc: StreamService, flow_id: str = "f", stream: str = "progress
 async def settle(svc: StreamService) -> None:
     """Let background trim jobs finish."""
     store = store_of(svc)
-    while store.trims_running():
-        await asyncio.sleep(0)  # each trim slice yields to the loop: the jobs move on
+    while tasks := list(store._trimming._tasks):
+        await asyncio.gather(*tasks)
 
 
 async def write(
