@@ -353,8 +353,9 @@ def _problem(response: httpx.Response) -> APIError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("code"), str):
         detail = str(body.get("detail") or body.get("title") or "")
-        if isinstance(body.get("position"), int):
-            detail += f" (at position {body['position']} of the query)"
+        position = body.get("position")
+        if isinstance(position, int) and f"at position {position}" not in detail:
+            detail += f" (at position {position} of the query)"
         return APIError(body["code"], detail, response.status_code, body)
     # Not one of ours (a proxy in between, say): name the status.
     detail = response.reason_phrase or "unexpected answer"

@@ -89,6 +89,13 @@ def test_a_bad_query_exits_2_with_its_position(dexlite: Dexlite) -> None:
         "error: INVALID_QUERY: the query ends too early; expected one of FALSE, TRUE, a number,"
         " a quoted string (at position 10 of the query)",
     )
+    # A detail that names the position already says it once, with a hint for "==".
+    _fails(
+        dexlite("flows", "search", "FlowType == 'X'"),
+        2,
+        "error: INVALID_QUERY: unexpected \"= 'X'\" at position 10; expected one of FALSE, TRUE,"
+        " a number, a quoted string (compare with a single =, not ==)",
+    )
 
 
 def test_a_request_the_schema_refuses_exits_2(dexlite: Dexlite, flow_id: str) -> None:

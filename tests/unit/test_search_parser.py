@@ -137,6 +137,27 @@ def test_bad_literals_and_characters_are_rejected_with_their_position(
     assert info.value.position == position
 
 
+@pytest.mark.parametrize(
+    ("text", "position", "hint"),
+    [
+        ("FlowType == 'X'", 10, "(compare with a single =, not ==)"),
+        ("a = 1 && b = 2", 6, "(use AND, not &&)"),
+        ("a = 1 || b = 2", 6, "(use OR, not ||)"),
+    ],
+)
+def test_an_operator_of_another_language_gets_a_hint(text: str, position: int, hint: str) -> None:
+    with pytest.raises(InvalidQueryError) as info:
+        parse(text)
+    assert info.value.position == position
+    assert info.value.detail.endswith(hint), info.value.detail
+
+
+def test_a_plain_syntax_error_gets_no_hint() -> None:
+    with pytest.raises(InvalidQueryError) as info:
+        parse("a = = 1")
+    assert not info.value.detail.endswith(")"), info.value.detail
+
+
 def test_length_depth_conditions_and_list_size_are_bounded() -> None:
     with pytest.raises(InvalidQueryError, match="limit"):
         parse("a = '" + "x" * MAX_QUERY_LENGTH + "'")

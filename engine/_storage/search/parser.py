@@ -220,6 +220,23 @@ def _accepted(text: str, position: int, fallback: Any) -> set[str]:
         return set(fallback or ())
 
 
+#: Operators of other query languages, and what this one says instead.
+_FOREIGN_OPERATORS = (
+    ("==", "compare with a single =, not =="),
+    ("&&", "use AND, not &&"),
+    ("||", "use OR, not ||"),
+)
+
+
+def _hint(text: str, position: int) -> str:
+    """A hint when the error sits on an operator of another language (``==``, ``&&``)."""
+    for start in (position - 1, position):
+        for operator, hint in _FOREIGN_OPERATORS:
+            if start >= 0 and text.startswith(operator, start):
+                return f" ({hint})"
+    return ""
+
+
 def _syntax_error(text: str, exc: UnexpectedInput) -> InvalidQueryError:
     if isinstance(exc, UnexpectedCharacters):
         position = exc.pos_in_stream or 0
@@ -230,7 +247,7 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> InvalidQueryError:
             expected = _accepted(text, position, exc.allowed)
             detail = (
                 f"unexpected character {char!r} at position {position}; expected "
-                f"{_expected(expected)}"
+                f"{_expected(expected)}{_hint(text, position)}"
             )
         return InvalidQueryError(detail, position=position, field="query")
     if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
@@ -238,7 +255,7 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> InvalidQueryError:
         expected = _accepted(text, position, exc.expected)
         return InvalidQueryError(
             f"unexpected {_near(text, position)} at position {position}; expected "
-            f"{_expected(expected)}",
+            f"{_expected(expected)}{_hint(text, position)}",
             position=position,
             field="query",
         )
