@@ -192,6 +192,11 @@ class Client:
             body["options"] = options
         return cast(dict[str, Any], self.request("POST", "/api/v1/flows", body=body))
 
+    def list_flow_types(self) -> list[dict[str, Any]]:
+        """listFlowTypes: every Flow type the server runs, with its input schema and RPCs."""
+        body = self.request("GET", "/api/v1/flow-types")
+        return cast(list[dict[str, Any]], body["flowTypes"])
+
     def describe_flow(self, flow_id: str, run_id: str | None = None) -> FlowInfo:
         """describeFlow: the current (or given) run of ``flow_id``."""
         path = f"/api/v1/flows/{_segment(flow_id)}"

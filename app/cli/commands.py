@@ -22,6 +22,7 @@ from app.cli.common import (
     parse_input,
     session,
 )
+from app.cli.errors import CommandError, ExitCode
 from app.cli.flows import flows
 
 #: What ``attributes`` shows for a name the run has no value for.
@@ -37,6 +38,56 @@ streams = typer.Typer(
     epilog=EXIT_CODES,
     no_args_is_help=True,
 )
+
+
+def flow_types(
+    flow_type: Annotated[
+        str | None,
+        typer.Argument(metavar="[FLOW_TYPE]", help="Show this Flow type only, with its schemas."),
+    ] = None,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """List the Flow types the server runs; with FLOW_TYPE, what its start takes as input
+    (the JSON Schema `flows start --input` must match) and its RPCs (listFlowTypes)."""
+    with session(url, token) as api:
+        served = api.list_flow_types()
+        found = [t for t in served if flow_type in (None, t["flowType"])]
+        if not found and flow_type is not None:
+            known = ", ".join(t["flowType"] for t in served) or "none"
+            raise CommandError(
+                "FLOW_TYPE_NOT_FOUND",
+                f"Flow type {flow_type!r} is not served here (served: {known})",
+                ExitCode.NOT_FOUND,
+            )
+    if json_output:
+        output.emit_json(found if flow_type is None else found[0])
+    elif flow_type is None:
+        rows = [
+            [t["flowType"], t["startStep"] or "-", ", ".join(r["name"] for r in t["rpcs"]) or "-"]
+            for t in found
+        ]
+        output.emit(output.table(["FLOW TYPE", "START STEP", "RPCS"], rows))
+    else:
+        info = found[0]
+        blocks = [
+            output.pairs(
+                [
+                    ("Flow type", info["flowType"]),
+                    ("Start Step", info["startStep"] or "- (starts with a null input)"),
+                    ("Steps", ", ".join(s["stepType"] for s in info["steps"]) or "-"),
+                ]
+            ),
+            "Input (JSON Schema):\n" + json.dumps(info["inputSchema"], indent=2),
+        ]
+        if info["rpcs"]:
+            rpcs = [
+                [r["name"], json.dumps(r.get("inputSchema"), separators=(",", ":"))]
+                for r in info["rpcs"]
+            ]
+            blocks.append(output.table(["RPC", "INPUT SCHEMA"], rpcs))
+        output.emit("\n\n".join(blocks))
 
 
 def rpc(
@@ -194,6 +245,7 @@ def register(app: typer.Typer) -> None:
     """Add the client commands to the ``dexlite`` command ``app``."""
     travel.register(flows)
     app.add_typer(flows)
+    app.command("flow-types", epilog=EXIT_CODES)(flow_types)
     app.command("rpc", epilog=EXIT_CODES)(rpc)
     app.command("attributes", epilog=EXIT_CODES)(attributes)
     app.command("channels", epilog=EXIT_CODES)(channels)

@@ -29,6 +29,7 @@ CLIENT_COMMANDS = {
     ("flows", "history"),
     ("flows", "time-travel"),
     ("flows", "time-travel-all"),
+    ("flow-types",),
     ("rpc",),
     ("attributes",),
     ("channels",),

@@ -194,3 +194,26 @@ def test_history_with_page_size_prints_one_page_and_the_next_token(
         dexlite("flows", "history", flow_id, "--page-size", "2", "--page-token", token, "--json")
     )
     assert ([e["eventId"] for e in last["events"]], last["nextPageToken"]) == ([3], "")
+
+
+def test_flow_types_lists_the_served_types_and_shows_one_with_its_input_schema(
+    dexlite: Dexlite,
+) -> None:
+    listed = dexlite.ok("flow-types")
+    rows = {row["FLOW TYPE"]: row for row in table(listed)}
+    assert rows["ProgressFlow"]["START STEP"] == "WriteProgress"
+    shown = dexlite.ok("flow-types", "ProgressFlow")
+    assert record(shown.split("\n\n")[0]) == {
+        "Flow type": "ProgressFlow",
+        "Start Step": "WriteProgress",
+        "Steps": "WriteProgress",
+    }
+    schema = json.loads(shown.split("Input (JSON Schema):\n", 1)[1].split("\n\n")[0])
+    assert "sections" in schema["properties"], schema
+    as_json = parsed(dexlite("flow-types", "ProgressFlow", "--json"))
+    assert (as_json["flowType"], as_json["inputSchema"]) == ("ProgressFlow", schema)
+    missing = dexlite("flow-types", "NoSuchFlow")
+    assert (missing.returncode, missing.stdout) == (3, ""), missing
+    assert missing.stderr.startswith(
+        "error: FLOW_TYPE_NOT_FOUND: Flow type 'NoSuchFlow' is not served here (served: "
+    ), missing.stderr
