@@ -236,6 +236,37 @@ class HistoryResponse(Wire):
     next_page_token: str
 
 
+class PendingStepResponse(Wire):
+    """A pending Step execution: which method runs next, its attempt, when it is due and what
+    its Wait waits on."""
+
+    step_execution_id: str
+    step_type: str
+    phase: Literal["WAIT_FOR", "WAITING", "EXECUTE"] = Field(
+        description="The method that runs next: WAIT_FOR, EXECUTE, or WAITING while the "
+        "conditions of its Wait are not met yet"
+    )
+    attempt: int = Field(description="The attempt that runs next; above 1 it is a retry")
+    created_at: datetime
+    due_at: datetime | None = Field(
+        description="When it runs next (a retry's back-off or a Wait on Timers alone ends); "
+        "null: as soon as it can, or when its Wait's conditions are met"
+    )
+    timers: list[datetime] = Field(description="When the Timers it waits on fire")
+    channels: list[str] = Field(
+        description="The Channels it waits on: a name, or map/instance for a ChannelMap"
+    )
+    sub_flows: list[str] = Field(description="The Flow IDs of the SubFlows it waits on")
+
+
+class PendingStepsResponse(Wire):
+    """The pending Step executions of a run, oldest first (none once it has closed)."""
+
+    flow_id: str
+    run_id: str
+    steps: list[PendingStepResponse]
+
+
 class StepTypeInfo(Wire):
     """A Step type: its input schema, whether it waits, and the locks of each phase."""
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine._runtime.composition import compose
 from engine._runtime.history import history_page
+from engine._runtime.pending import pending_steps
 from engine._storage.stats import load_counts
 from engine.channel import Channel, ChannelMap
 from engine.clock import Clock, IdleProbe, to_micros
@@ -26,6 +27,7 @@ from engine.results import (
     FlowResult,
     FlowTypeDescription,
     HistoryPage,
+    PendingSteps,
     SearchPage,
     StartFlowResult,
 )
@@ -410,6 +412,11 @@ class Engine:
     ) -> HistoryPage:
         """Return a page of the run's history, oldest first."""
         return await history_page(self._services.database, flow_id, run_id, page_size, page_token)
+
+    async def list_pending_steps(self, flow_id: str, run_id: str | None = None) -> PendingSteps:
+        """Return the run's pending Step executions, oldest first: each one's phase, attempt,
+        due time and what it waits on (none once the run has closed)."""
+        return await pending_steps(self._services.database, flow_id, run_id)
 
     def list_flow_types(self) -> list[FlowTypeDescription]:
         """Describe every registered Flow type: Steps, RPCs with JSON schemas, state, indexes

@@ -83,6 +83,37 @@ class HistoryPage:
 
 
 @dataclass(frozen=True)
+class PendingStep:
+    """A Step execution of a run that has not closed yet.
+
+    ``phase`` says which method runs next: ``WAIT_FOR``, ``WAITING`` (its Wait has Channel,
+    SubFlow or Timer conditions still to meet) or ``EXECUTE``. ``due_at`` is when it runs
+    next (None: as soon as it can); with an ``attempt`` above 1 that is a retry's back-off
+    ending, with attempt 1 the Timers of a Wait on Timers alone. ``timers``, ``channels``
+    (``name`` or ``map/instance``) and ``sub_flows`` (child Flow IDs) are what it waits on.
+    """
+
+    step_execution_id: str
+    step_type: str
+    phase: str
+    attempt: int
+    created_at: datetime
+    due_at: datetime | None
+    timers: list[datetime] = field(default_factory=list)
+    channels: list[str] = field(default_factory=list)
+    sub_flows: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PendingSteps:
+    """The pending Step executions of one run, oldest first (none once the run has closed)."""
+
+    flow_id: str
+    run_id: str
+    steps: list[PendingStep]
+
+
+@dataclass(frozen=True)
 class SearchPage:
     """A page of SearchFlows results; an empty ``next_page_token`` marks the last page."""
 

@@ -1,4 +1,4 @@
-"""Flow lifecycle: start, describe, wait for the result, stop, history."""
+"""Flow lifecycle: start, describe, wait for the result, stop, history, pending Steps."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from app.schemas import (
     FlowResultResponse,
     HistoryEventResponse,
     HistoryResponse,
+    PendingStepResponse,
+    PendingStepsResponse,
     StartFlowBody,
     StartFlowResponse,
     StopFlowBody,
@@ -146,5 +148,39 @@ async def get_flow_history(
                 event_id=e.event_id, event_type=e.event_type, at=e.at, details=e.details
             )
             for e in page.events
+        ],
+    )
+
+
+@router.get(
+    "/{flowId}/pending-steps",
+    operation_id="listPendingSteps",
+    response_model=PendingStepsResponse,
+    responses=responses(400, 404, 422),
+)
+async def list_pending_steps(
+    flowId: str,  # noqa: N803
+    eng: EngineDep,
+    run_id: RunIdQuery = None,
+) -> PendingStepsResponse:
+    """Return the run's pending Step executions, oldest first: each one's phase, attempt, due
+    time and what it waits on (Timers, Channels, SubFlows); none once the run has closed."""
+    found = await eng.list_pending_steps(flowId, run_id)
+    return PendingStepsResponse(
+        flow_id=found.flow_id,
+        run_id=found.run_id,
+        steps=[
+            PendingStepResponse(
+                step_execution_id=s.step_execution_id,
+                step_type=s.step_type,
+                phase=s.phase,
+                attempt=s.attempt,
+                created_at=s.created_at,
+                due_at=s.due_at,
+                timers=s.timers,
+                channels=s.channels,
+                sub_flows=s.sub_flows,
+            )
+            for s in found.steps
         ],
     )

@@ -290,6 +290,28 @@ async def history(
     return [(r.id, r.event_type, r.at, r.details) for r in rows]
 
 
+async def pending_steps(db: Database, run_id: str) -> list[tuple[Any, ...]]:
+    """Return the run's pending Step executions, oldest first: (ID, Step type, phase, attempt,
+    created at, due at, the JSON of its wait or None)."""
+    se, sw = t.step_executions, t.step_waits
+    query = (
+        select(
+            se.c.id,
+            se.c.step_type,
+            se.c.phase,
+            se.c.attempt,
+            se.c.created_at,
+            se.c.due_at,
+            sw.c.spec,
+        )
+        .outerjoin(sw, sw.c.step_id == se.c.id)
+        .where(se.c.run_id == run_id, se.c.state == StepState.PENDING)
+        .order_by(se.c.created_at, se.c.id)
+    )
+    rows = await db.scan(lambda conn: conn.execute(query).all())
+    return [tuple(row) for row in rows]
+
+
 async def running_runs(db: Database) -> list[RunInfo]:
     """Return every open run (for recovery)."""
     query = select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(t.runs.c.status == RunStatus.RUNNING)
@@ -389,6 +411,7 @@ __all__: Sequence[str] = (
     "load_result",
     "load_run",
     "load_snapshot",
+    "pending_steps",
     "running_runs",
 )
 
