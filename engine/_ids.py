@@ -122,3 +122,10 @@ def check_event_number(value: Any, what: str) -> int:
 def to_datetime(us: int | None) -> datetime | None:
     """Convert stored microseconds to an aware UTC datetime."""
     return None if us is None else datetime.fromtimestamp(us / 1_000_000, UTC)
+
+
+def to_rfc3339(us: int | None) -> str | None:
+    """Return stored microseconds as an RFC 3339 UTC string (``...Z``), as the API writes
+    times, for the times a history event's details carry."""
+    when = to_datetime(us)
+    return None if when is None else when.isoformat().replace("+00:00", "Z")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import traceback
 
+from engine._ids import to_rfc3339
 from engine._storage.records import QueuedStep
 
 #: The most of a traceback history keeps: its end, where the error was raised, when longer.
@@ -30,7 +31,8 @@ def traceback_text(exc: BaseException) -> str:
 
 def log_step_failure(exc: BaseException, step: QueuedStep, *, retry_at: int | None) -> None:
     """Log the failure of ``step``'s attempt with its traceback: a warning when it will be
-    retried (at ``retry_at``, microseconds since the epoch), an error when it was the last."""
+    retried (at ``retry_at``, microseconds since the epoch; logged as RFC 3339), an error
+    when it was the last."""
     fields: dict[str, object] = {
         "flowId": step.flow_id,
         "runId": step.run_id,
@@ -39,7 +41,7 @@ def log_step_failure(exc: BaseException, step: QueuedStep, *, retry_at: int | No
         "attempt": step.attempt,
     }
     if retry_at is not None:
-        fields["retryAt"] = retry_at
+        fields["retryAt"] = to_rfc3339(retry_at)
     log.log(
         logging.ERROR if retry_at is None else logging.WARNING,
         "Step %s (%s, attempt %d) of Flow %s run %s failed%s: %s: %s",

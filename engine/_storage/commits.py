@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
+from engine._ids import to_rfc3339
 from engine._storage import channels, rows, starts
 from engine._storage import tables as t
 from engine._storage.effects import apply_effects, complete_if_met
@@ -145,7 +146,7 @@ def retry_step(
             "attempt": attempt,
             "errorType": error_type,
             "errorMessage": error_message,
-            "retryAt": step.due_at,
+            "retryAt": to_rfc3339(step.due_at),
             "traceback": traceback,
         }
         rows.add_history(conn, run.run_id, [(HistoryEventType.STEP_ATTEMPT_FAILED, event)], now)

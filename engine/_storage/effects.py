@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from engine._ids import new_ordered_id, state_key
+from engine._ids import new_ordered_id, state_key, to_rfc3339
 from engine._outcomes import OutcomeKind
 from engine._storage import channels, rows, starts, subflows, waits
 from engine._storage.records import (
@@ -79,7 +79,7 @@ def apply_effects(
         event = {
             "stepType": decision.step.step_type,
             "stepExecutionId": decision.step.execution_id,
-            "dueAt": decision.step.due_at,
+            "dueAt": to_rfc3339(decision.step.due_at),
             "attributes": rows.written_keys(effects.writes),
         }
         rows.add_history(conn, run.run_id, [(HistoryEventType.STEP_WAITING, event)], now)

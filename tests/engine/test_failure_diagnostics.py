@@ -102,6 +102,8 @@ async def test_each_failed_attempt_is_logged_and_kept_in_history_with_its_traceb
         assert record.stepExecutionId == "Pay-1"  # type: ignore[attr-defined]
         assert record.exc_info is not None and isinstance(record.exc_info[1], RuntimeError)
     assert records[0].retryAt == failed[0]["retryAt"]  # type: ignore[attr-defined]
+    # The first retry is due 10 s after the clock's start (2027-01-15T08:00:00Z).
+    assert failed[0]["retryAt"] == "2027-01-15T08:00:10Z"
 
 
 async def test_a_huge_traceback_is_kept_by_its_end(engine_config: EngineConfig) -> None:

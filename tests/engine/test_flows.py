@@ -574,10 +574,10 @@ async def test_wait_for_skip_runs_execute_at_once_and_a_timer_waits_on_the_clock
         result = await eng.wait_for_flow("waits", wait_seconds=0)
     assert (result.status, [c.output for c in result.completions]) == ("COMPLETED", ["woke"])
     timer = [e.details for e in waiting.events if e.event_type == "STEP_WAITING"]
-    # The wait began at the clock's start (nothing advanced it yet) and lasts one hour.
-    assert [(d["stepType"], d["dueAt"]) for d in timer] == [
-        ("Sleepy", round((started_at + 3600) * 1_000_000))
-    ]
+    # The wait began at the clock's start (nothing advanced it yet) and lasts one hour; the
+    # history says when it ends as an RFC 3339 time, as it says every time.
+    assert started_at == 1_800_000_000  # 2027-01-15T08:00:00Z
+    assert [(d["stepType"], d["dueAt"]) for d in timer] == [("Sleepy", "2027-01-15T09:00:00Z")]
 
 
 # -- recovery --------------------------------------------------------------------------------
