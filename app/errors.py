@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -72,16 +74,18 @@ def install_error_handlers(app: FastAPI) -> None:
         return engine_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
             {
                 "location": ".".join(str(p) for p in err.get("loc", ())),
-                "message": err.get("msg", ""),
+                "message": _explained(err, request),
                 "type": err.get("type", ""),
             }
             for err in exc.errors()
         ]
-        first = errors[0] if errors else {"location": "", "message": "invalid request"}
+        # A snake_case field leaves its camelCase one missing too: the detail names the cause.
+        renamed = [e for e in errors if e["message"].endswith(_CAMEL_CASE_HINT_END)]
+        first = (renamed or errors or [{"location": "", "message": "invalid request"}])[0]
         return problem(
             422, "VALIDATION_ERROR", f"{first['location']}: {first['message']}", errors=errors
         )
@@ -117,6 +121,32 @@ def install_error_handlers(app: FastAPI) -> None:
         log.exception("unexpected error")
         return problem(500, "INTERNAL", f"unexpected {type(exc).__name__}; this is a bug")
 
+
+def _explained(error: Mapping[str, Any], request: Request) -> str:
+    """Return a validation error's message, with what to write instead where pydantic's own
+    words leave a newcomer guessing: a body that is not JSON for want of a Content-Type, and
+    a snake_case field where the API speaks camelCase."""
+    message = str(error.get("msg", ""))
+    kind, location = error.get("type"), tuple(error.get("loc", ()))
+    if kind in _NOT_AN_OBJECT and location == ("body",):
+        content_type = request.headers.get("content-type")
+        if content_type is None or not content_type.lower().startswith("application/json"):
+            sent = f"is {content_type!r}" if content_type else "is missing"
+            return (
+                "the body must be a JSON object sent with 'Content-Type: application/json' "
+                f"(this request's Content-Type {sent})"
+            )
+    if kind == "extra_forbidden" and location and isinstance(location[-1], str):
+        camel = to_camel(location[-1])
+        if camel != location[-1]:
+            return f"{message}: field names are camelCase, write {camel!r}{_CAMEL_CASE_HINT_END}"
+    return message
+
+
+_CAMEL_CASE_HINT_END = " instead"
+
+#: pydantic's error types for a body that is not an object (a string, when it was not JSON).
+_NOT_AN_OBJECT = frozenset({"model_attributes_type", "dict_type", "model_type"})
 
 # What FastAPI says when reading the body failed other than by a JSONDecodeError.
 _UNPARSEABLE_BODY = "There was an error parsing the body"

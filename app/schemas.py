@@ -66,10 +66,15 @@ class Request(Wire):
     """Base of request bodies: unknown fields are refused, so typos do not pass silently, and
     values are strict, so what the schema says is what the server takes (``true`` is not an
     integer, ``"7"`` not a number). Enum fields say ``Lax``: JSON carries their values as
-    strings, which FastAPI's Python-mode validation would otherwise refuse."""
+    strings, which FastAPI's Python-mode validation would otherwise refuse. Fields are taken
+    by their camelCase names only (``flow_type`` beside ``flowType`` is an unknown field)."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True
+        alias_generator=to_camel,
+        validate_by_name=False,
+        validate_by_alias=True,
+        extra="forbid",
+        strict=True,
     )
 
 

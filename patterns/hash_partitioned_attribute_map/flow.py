@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from engine import AttributeMap, Context, Flow, NotFoundError, RPCInvokeOptions, rpc
+from patterns._rules import matches
 
 #: Partitions of the map. Part of the persisted layout: changing it moves most profiles to
 #: another instance, so existing Flows would no longer find them.
@@ -80,9 +81,14 @@ EmailAddress = Annotated[
     str,
     Field(
         max_length=MAX_EMAIL_LENGTH,
-        pattern=EMAIL_PATTERN,
+        json_schema_extra={"pattern": EMAIL_PATTERN},
         description="An email address (one @, a dot in the domain); surrounding whitespace "
         "and case are ignored.",
+    ),
+    matches(
+        EMAIL_PATTERN,
+        "must be an email address: one @, a dot in the domain, and no space or control "
+        "character inside (spaces around it are ignored)",
     ),
     AfterValidator(_normalized),
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -22,12 +23,24 @@ from engine import (
     NotFoundError,
     rpc,
 )
+from patterns._rules import matches
 
 #: Records per chunk. Part of the persisted layout: archive tokens are chunk boundaries.
 CHUNK_SIZE = 100
 CURRENT = "current"
 TOKEN_DIGITS = 20
 _TOKEN = re.compile(r"[0-9]{20}")
+SUBSCRIBER_EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+$"
+
+SubscriberEmail = Annotated[
+    str,
+    Field(min_length=3, max_length=320, json_schema_extra={"pattern": SUBSCRIBER_EMAIL_PATTERN}),
+    matches(
+        SUBSCRIBER_EMAIL_PATTERN,
+        "must be an email address: text, one @, more text, and no space anywhere",
+    ),
+]
+"""A subscriber's email: one @ with text on both sides, no whitespace."""
 
 
 class PageNotFoundError(NotFoundError):
@@ -61,7 +74,7 @@ class SubscriberArchiveState(_Model):
 class RegisterSubscriberInput(_Model):
     """Who registers."""
 
-    email: str = Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
+    email: SubscriberEmail
     name: str = Field(min_length=1, max_length=200)
 
 

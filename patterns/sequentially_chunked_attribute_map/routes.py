@@ -25,6 +25,7 @@ from patterns.sequentially_chunked_attribute_map.flow import (
     GetSubscriberPageInput,
     RegisterSubscriberInput,
     SubscriberArchiveState,
+    SubscriberEmail,
     SubscriberRecord,
     check_page_token,
 )
@@ -46,7 +47,7 @@ class StartResponse(_shared.StartResponse):
 class RegisterBody(RequestBody):
     """A subscriber to append."""
 
-    email: str = Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
+    email: SubscriberEmail
     name: str = Field(min_length=1, max_length=200)
 
 

@@ -134,3 +134,62 @@ async def test_the_flow_started_event_carries_the_run_input(make_client: Any) ->
         first = history.json()["events"][0]
     assert first["eventType"] == "FLOW_STARTED"
     assert first["details"]["input"] == {"seconds": 0.25}
+
+
+async def test_a_body_sent_without_a_json_content_type_is_told_what_to_send(
+    make_client: Any,
+) -> None:
+    body = b'{"flowType": "CounterFlow", "flowId": "typed"}'
+    async with make_client() as client:
+        bare = await client.post("/api/v1/flows", content=body)
+        plain = await client.post(
+            "/api/v1/flows", content=body, headers={"content-type": "text/plain"}
+        )
+        sent_right = await client.post(
+            "/api/v1/flows", content=body, headers={"content-type": "application/json"}
+        )
+    expected = (
+        "the body must be a JSON object sent with 'Content-Type: application/json' "
+        "(this request's Content-Type {})"
+    )
+    for answer, sent in [(bare, "is missing"), (plain, "is 'text/plain'")]:
+        problem = assert_problem(answer, 422, "VALIDATION_ERROR")
+        message = expected.format(sent)
+        assert problem["detail"] == f"body: {message}"
+        assert problem["errors"] == [
+            {"location": "body", "message": message, "type": "model_attributes_type"}
+        ]
+    assert sent_right.status_code == 201, sent_right.text
+
+
+async def test_a_snake_case_field_is_refused_with_its_camel_case_name(make_client: Any) -> None:
+    async with make_client() as client:
+        alone = await client.post("/api/v1/flows", json={"flow_type": "CounterFlow", "flowId": "s"})
+        beside = await client.post(
+            "/api/v1/flows",
+            json={"flowType": "CounterFlow", "flowId": "s", "flow_type": "CounterFlow"},
+        )
+        nested = await client.post(
+            "/api/v1/flows",
+            json={"flowType": "CounterFlow", "flowId": "s", "options": {"request_id": "r"}},
+        )
+        described = await client.get("/api/v1/flows/s")
+    hint = "Extra inputs are not permitted: field names are camelCase, write {!r} instead"
+    assert assert_problem(alone, 422, "VALIDATION_ERROR")["detail"] == (
+        f"body.flow_type: {hint.format('flowType')}"
+    )
+    assert assert_problem(beside, 422, "VALIDATION_ERROR")["errors"] == [
+        {
+            "location": "body.flow_type",
+            "message": hint.format("flowType"),
+            "type": "extra_forbidden",
+        }
+    ]
+    assert assert_problem(nested, 422, "VALIDATION_ERROR")["errors"] == [
+        {
+            "location": "body.options.request_id",
+            "message": hint.format("requestId"),
+            "type": "extra_forbidden",
+        }
+    ]
+    assert_problem(described, 404, "FLOW_NOT_FOUND")  # nothing was started

@@ -241,6 +241,25 @@ async def test_an_email_in_any_case_or_padding_is_one_profile_in_one_partition(
     assert second["updatedAt"].endswith("Z") and second["updatedAt"] >= first["updatedAt"]
 
 
+async def test_a_bad_email_is_refused_with_the_rule_in_words(make_client: Any) -> None:
+    async with make_client() as client:
+        await client.post(f"{BASE}/start")
+        upserting = await client.post(
+            f"{BASE}/profiles", json={"email": "ann smith@example.com", "displayName": "Ann"}
+        )
+        looking = await lookup(client, "ann@example")
+    rule = (
+        "must be an email address: one @, a dot in the domain, and no space or control "
+        "character inside (spaces around it are ignored)"
+    )
+    for answer, where in [(upserting, "body.email"), (looking, "query.email")]:
+        problem = assert_problem(answer, 422, "VALIDATION_ERROR")
+        assert problem["errors"] == [
+            {"location": where, "message": rule, "type": "string_pattern_mismatch"}
+        ]
+        assert problem["detail"] == f"{where}: {rule}"
+
+
 @pytest.mark.parametrize(
     "email",
     [

@@ -89,7 +89,12 @@ async def test_register_validates_its_body(make_client: Any) -> None:
         await client.post(f"{BASE}/start")
         bad = await client.post(f"{BASE}/register", json={"email": "not-an-email", "name": ""})
     assert bad.status_code == 422
-    assert {e["location"] for e in bad.json()["errors"]} == {"body.email", "body.name"}
+    errors = {e["location"]: e["message"] for e in bad.json()["errors"]}
+    assert errors.keys() == {"body.email", "body.name"}
+    # The rule in words, not the regular expression that checks it.
+    assert errors["body.email"] == (
+        "must be an email address: text, one @, more text, and no space anywhere"
+    )
 
 
 async def test_250_sequential_registrations_page_back_exactly_newest_first(
