@@ -3,15 +3,21 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# `make serve` installs the runtime dependencies only; the suite's tools come with `make test`.
+SERVE_STAMP := $(VENV)/.serve-installed-stamp
 # The TypeScript client contract test's npm packages (tests/contract), pinned by package-lock.json.
 TS_DIR := tests/contract/ts
 TS_STAMP := $(TS_DIR)/node_modules/.installed-stamp
 
-.PHONY: install serve test bench bench-memory soak openapi lint clean
+.PHONY: install serve test docs bench bench-memory soak openapi lint clean
 
-$(STAMP): pyproject.toml
+$(SERVE_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $(SERVE_STAMP)
+
+$(STAMP): $(SERVE_STAMP)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
@@ -22,8 +28,8 @@ $(TS_STAMP): $(TS_DIR)/package-lock.json
 
 install: $(STAMP) $(TS_STAMP)
 
-# Serving needs only the Python packages (no Node.js).
-serve: $(STAMP)
+# Serving needs only the runtime Python packages (no Node.js, no test tools).
+serve: $(SERVE_STAMP)
 	mkdir -p data
 	$(VENV)/bin/dexlite serve
 
@@ -38,6 +44,10 @@ test: install
 	else \
 		echo "PostgreSQL half skipped: no server (set DEXLITE_TEST_POSTGRES, or start one)"; \
 	fi
+
+# The documentation site, built in strict mode (a broken link or reference fails it) into site/.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
 
 BENCH_STAMP := $(VENV)/.bench-installed-stamp
 

@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 
 import engine
 from app import problems
+from app.api_docs import install_api_docs
 from app.errors import install_error_handlers
 from app.fast_path import FastPath
 from app.gc_tuning import tune_gc
@@ -160,6 +161,9 @@ def create_app(
         telemetry={"tracing": False, "metrics": False, "logs": False},
         dependencies=[Depends(check_parameters)],
         title="dexlite",
+        # Served offline by install_api_docs: FastAPI's pages load their scripts from a CDN.
+        docs_url=None,
+        redoc_url=None,
         version=VERSION,
         summary="A durable flow engine: Flows, Steps, Attributes, RPCs and locks over REST.",
         lifespan=lifespan,
@@ -198,6 +202,7 @@ def create_app(
         )
 
     install_openapi(app)
+    install_api_docs(app, "dexlite")
 
     # Innermost: it stands in for FastAPI's routing, not for the middleware around it.
     app.add_middleware(FastPath, fastapi_app=app, enabled=settings.fast_path)
