@@ -175,9 +175,9 @@ def test_problem_types_are_pages_of_this_server(document: dict[str, Any]) -> Non
     assert all(f"`{code}`" in described["description"] for code in codes)
 
 
-def test_the_readme_lists_every_problem_code() -> None:
-    readme = (ROOT / "README.md").read_text()
-    listed = set(re.findall(r"^\| `([A-Z_]+)` \| (\d{3}) \|", readme, flags=re.M))
+def test_the_errors_reference_lists_every_problem_code() -> None:
+    reference = (ROOT / "docs" / "reference" / "errors.md").read_text()
+    listed = set(re.findall(r"^\| `([A-Z_]+)` \| (\d{3}) \|", reference, flags=re.M))
     assert listed == {(code, str(p.status)) for code, p in catalog().items()}
 
 
