@@ -1,10 +1,12 @@
 """The ``dexlite`` command: ``serve`` and ``openapi``, and client commands over the REST API.
 
-The client commands (``flows``, ``rpc``, ``attributes``, ``channels``, ``streams``) live in
-:mod:`app.cli.flows`, :mod:`app.cli.travel` and :mod:`app.cli.commands`; they talk to a server
-through :mod:`app.cli.client`, print through :mod:`app.cli.output` and end with the exit
-statuses of :mod:`app.cli.errors`. They import neither the app nor the engine, so they start
-quickly.
+The client commands (``flows``, ``flow-types``, ``rpc``, ``attributes``, ``channels``,
+``streams``) live in :mod:`app.cli.flows`, :mod:`app.cli.execute`, :mod:`app.cli.travel`,
+:mod:`app.cli.state` and :mod:`app.cli.commands`; they talk to a server through
+:mod:`app.cli.client`, print through :mod:`app.cli.output` and end with the exit statuses of
+:mod:`app.cli.errors`. They import neither the app nor the engine, so they start quickly. The
+groups' Click classes (:mod:`app.cli.classes`) reflow help to the terminal's width and give
+``attributes`` and ``channels`` a default subcommand.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from typing import Annotated
 import typer
 from typer.main import get_command
 
+from app.cli.classes import ReflowingGroup
 from app.cli.commands import register
 from app.cli.common import EXIT_CODES
 
 __all__ = ["dexlite", "main", "openapi_document"]
 
 dexlite = typer.Typer(
+    cls=ReflowingGroup,
     name="dexlite",
     help="dexlite durable flow engine: serve it, or drive a server's Flows over its REST API.",
     epilog=EXIT_CODES,

@@ -57,6 +57,28 @@ class HistoryPage(TypedDict):
     nextPageToken: str
 
 
+class PendingStep(TypedDict):
+    """A Step execution of a run that has not closed, and what it waits on (listPendingSteps)."""
+
+    stepExecutionId: str
+    stepType: str
+    phase: str
+    attempt: int
+    createdAt: str
+    dueAt: str | None
+    timers: list[str]
+    channels: list[str]
+    subFlows: list[str]
+
+
+class PendingSteps(TypedDict):
+    """The pending Step executions of a run (listPendingSteps)."""
+
+    flowId: str
+    runId: str
+    steps: list[PendingStep]
+
+
 class StreamMessage(TypedDict):
     """One Stream message."""
 
@@ -257,6 +279,31 @@ class Client:
         """listChannels: ``{flowId, runId, channels: [{name, instance, size}]}``."""
         path = f"/api/v1/flows/{_segment(flow_id)}/channels"
         return cast(dict[str, Any], self.request("GET", path, params=_params(runId=run_id)))
+
+    def set_attributes(
+        self, flow_id: str, values: dict[str, Any], run_id: str | None = None
+    ) -> dict[str, Any]:
+        """setAttributes: ``{flowId, runId}``; a None value erases the Attribute's value."""
+        path = f"/api/v1/flows/{_segment(flow_id)}/attributes"
+        body: dict[str, Any] = {"values": values}
+        if run_id is not None:
+            body["runId"] = run_id
+        return cast(dict[str, Any], self.request("PUT", path, body=body))
+
+    def publish_to_channel(
+        self, flow_id: str, channel: str, value: Any, instance: str | None = None
+    ) -> dict[str, Any]:
+        """publishToChannel: ``{messageId}`` of the message published to the running run."""
+        path = f"/api/v1/flows/{_segment(flow_id)}/channels/{_segment(channel)}/messages"
+        body: dict[str, Any] = {"value": value}
+        if instance is not None:
+            body["instance"] = instance
+        return cast(dict[str, Any], self.request("POST", path, body=body))
+
+    def list_pending_steps(self, flow_id: str, run_id: str | None = None) -> PendingSteps:
+        """listPendingSteps: the run's Step executions that have not closed."""
+        path = f"/api/v1/flows/{_segment(flow_id)}/pending-steps"
+        return cast(PendingSteps, self.request("GET", path, params=_params(runId=run_id)))
 
     def time_travel(
         self,

@@ -1,5 +1,5 @@
-"""The client commands besides ``flows``: ``rpc``, ``attributes``, ``channels`` and
-``streams tail``."""
+"""The client commands besides ``flows``, ``attributes`` and ``channels``: ``flow-types``,
+``rpc`` and ``streams tail``; and :func:`register`, which adds every client command."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli import output, travel
+from app.cli import execute, output, travel
+from app.cli.classes import ReflowingGroup
 from app.cli.client import Client, StreamMessage
 from app.cli.common import (
     DEFAULT_URL,
     EXIT_CODES,
+    INTERRUPTED,
     FlowIdArgument,
     InputOption,
     JsonOption,
@@ -24,15 +26,13 @@ from app.cli.common import (
 )
 from app.cli.errors import CommandError, ExitCode
 from app.cli.flows import flows
+from app.cli.state import attributes, channels
 
-#: What ``attributes`` shows for a name the run has no value for.
-UNSET = "(unset)"
 #: How long each read of ``streams tail`` waits on the server for a message (its maximum).
 TAIL_WAIT_SECONDS = 60.0
-#: The exit status of a ``streams tail`` stopped by Ctrl-C (128 + SIGINT, as shells report).
-INTERRUPTED = 130
 
 streams = typer.Typer(
+    cls=ReflowingGroup,
     name="streams",
     help="Follow the Stream messages Flows write.",
     epilog=EXIT_CODES,
@@ -108,56 +108,25 @@ def rpc(
         output.emit(_readable(body["output"]))
 
 
-def attributes(
-    flow_id: FlowIdArgument,
-    names: Annotated[
-        list[str] | None,
-        typer.Argument(
-            metavar="[NAME]...",
-            help="Attributes to read ('status', or 'progress/payment' for a map instance); "
-            "none: every value.",
-        ),
-    ] = None,
-    run_id: RunIdOption = None,
-    url: UrlOption = DEFAULT_URL,
-    token: TokenOption = None,
-    json_output: JsonOption = False,
-) -> None:
-    """Print Attribute values from one committed state of a run (getAttributes)."""
-    wanted = names or []
-    with session(url, token) as api:
-        body = api.get_attributes(flow_id, wanted, run_id)
-    if json_output:
-        output.emit_json(body)
-        return
-    values: dict[str, Any] = body["values"]
-    shown = wanted or sorted(values)
-    rows = [[n, output.compact(values[n]) if n in values else UNSET] for n in shown]
-    output.emit(output.table(["NAME", "VALUE"], rows))
-
-
-def channels(
-    flow_id: FlowIdArgument,
-    run_id: RunIdOption = None,
-    url: UrlOption = DEFAULT_URL,
-    token: TokenOption = None,
-    json_output: JsonOption = False,
-) -> None:
-    """List a run's Channels (and non-empty ChannelMap instances) with their sizes."""
-    with session(url, token) as api:
-        body = api.list_channels(flow_id, run_id)
-    if json_output:
-        output.emit_json(body)
-        return
-    rows = [[c["name"], output.text(c["instance"]), str(c["size"])] for c in body["channels"]]
-    output.emit(output.table(["NAME", "INSTANCE", "SIZE"], rows))
+def _where(value: list[str]) -> list[str]:
+    """Check that ``streams tail`` got ``[TYPE] ID STREAM``: two or three arguments."""
+    if len(value) not in (2, 3):
+        raise typer.BadParameter(f"takes 2 or 3 arguments, not {len(value)}")
+    return value
 
 
 @streams.command(epilog=EXIT_CODES)
 def tail(
-    flow_type: Annotated[str, typer.Argument(metavar="TYPE", help="The Flow type.")],
-    flow_id: FlowIdArgument,
-    stream: Annotated[str, typer.Argument(metavar="STREAM", help="The Stream's name.")],
+    where: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="[TYPE] ID STREAM",
+            help="The Flow type (default: the Flow's, which must exist), the Flow ID and the "
+            "Stream's name.",
+            callback=_where,
+            show_default=False,
+        ),
+    ],
     from_start: Annotated[
         bool,
         typer.Option(
@@ -180,14 +149,18 @@ def tail(
     """Print a Stream's messages as they are written, like tail -f (readStream), until Ctrl-C.
 
     Each line is the message's time, source and value; with --json, one JSON object per line.
-    Ctrl-C ends it with exit status 130.
+    Ctrl-C ends it with exit status 130. Without TYPE the Flow's type is read (describeFlow),
+    so the Flow must exist (else exit 3).
     """
-    where = f"{flow_type}/{flow_id}/{stream}"
+    *named_type, flow_id, stream = where
     with session(url, token) as api:
+        # Streams are addressed by Flow type too; without one, the Flow's own is meant.
+        flow_type = named_type[0] if named_type else api.describe_flow(flow_id)["flowType"]
+        where_shown = f"{flow_type}/{flow_id}/{stream}"
         resume_token = "" if from_start else _newest_token(api, flow_type, flow_id, stream)
         start = "the oldest retained message" if from_start else "the next new message"
         if follow:
-            output.note(f"following {where} from {start} (Ctrl-C to stop)")
+            output.note(f"following {where_shown} from {start} (Ctrl-C to stop)")
         try:
             _follow(api, (flow_type, flow_id, stream), resume_token, limit, follow, json_output)
         except KeyboardInterrupt:
@@ -243,10 +216,11 @@ def _readable(value: Any) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add the client commands to the ``dexlite`` command ``app``."""
+    execute.register(flows)
     travel.register(flows)
     app.add_typer(flows)
     app.command("flow-types", epilog=EXIT_CODES)(flow_types)
     app.command("rpc", epilog=EXIT_CODES)(rpc)
-    app.command("attributes", epilog=EXIT_CODES)(attributes)
-    app.command("channels", epilog=EXIT_CODES)(channels)
+    app.add_typer(attributes)
+    app.add_typer(channels)
     app.add_typer(streams)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -15,8 +16,14 @@ from app.cli.errors import CommandError, ExitCode
 
 #: Where the client commands look for a server without --url or DEXLITE_URL.
 DEFAULT_URL = "http://127.0.0.1:8000"
+#: The exit status of a command stopped by Ctrl-C while it follows (128 + SIGINT, as shells
+#: report it).
+INTERRUPTED = 130
 #: The help panel of the options every client command shares.
 CONNECTION = "Connection and output"
+
+#: The first characters of a JSON text that is not a bare word: an object, array or string.
+JSON_OPENERS = frozenset('{["')
 
 #: The epilog of every client command's --help.
 EXIT_CODES = (
@@ -85,12 +92,31 @@ def parse_input(raw: str | None, option: str = "--input") -> Any:
     """Return the JSON value ``raw`` holds, :data:`NO_INPUT` for None; bad JSON is bad input."""
     if raw is None:
         return NO_INPUT
+    return parse_json(raw, option, f"{option} ")
+
+
+def parse_json(raw: str, what: str, written: str) -> Any:
+    """Return the JSON value ``raw`` holds, for the option or argument ``what``.
+
+    Args:
+        raw: The text given on the command line.
+        what: How an error names it: ``--input``, or ``the value of status`` for an Attribute.
+        written: What precedes the value in the hint: ``--input `` or ``status=``.
+
+    Raises:
+        CommandError: Bad input (exit 2). A bare word, which the shell's own quotes stripped
+            of the JSON quotes it needed, gets a hint saying how a string is written.
+    """
     try:
         return json.loads(raw)
     except ValueError as exc:
-        raise CommandError(
-            "INVALID_ARGUMENT", f"{option} is not valid JSON ({exc})", ExitCode.BAD_INPUT
-        ) from None
+        if raw.strip() and raw.lstrip()[0] not in JSON_OPENERS:
+            # The shell ate the quotes: say how to keep them, quoted for a POSIX shell.
+            hint = f"{written}{shlex.quote(json.dumps(raw, ensure_ascii=False))}"
+            detail = f"{what} must be JSON; a string is written {hint}"
+        else:
+            detail = f"{what} is not valid JSON ({exc})"
+        raise CommandError("INVALID_ARGUMENT", detail, ExitCode.BAD_INPUT) from None
 
 
 def next_page_hint(token: str) -> None:

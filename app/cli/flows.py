@@ -1,4 +1,5 @@
-"""``dexlite flows ...``: start, describe, wait for, search, stop and read the history of Flows."""
+"""``dexlite flows ...``: start, execute, describe, wait for, list, stop and read the history
+of Flows."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from app.cli import output
-from app.cli.client import FlowInfo, HistoryEvent
+from app.cli.classes import ReflowingGroup
+from app.cli.client import Client, FlowInfo, HistoryEvent, PendingStep
 from app.cli.common import (
     DEFAULT_URL,
     EXIT_CODES,
@@ -24,8 +26,9 @@ from app.cli.common import (
 )
 
 flows = typer.Typer(
+    cls=ReflowingGroup,
     name="flows",
-    help="Start, describe, wait for, search, stop and read the history of Flows.",
+    help="Start, execute, describe, wait for, list, stop and read the history of Flows.",
     epilog=EXIT_CODES,
     no_args_is_help=True,
 )
@@ -85,38 +88,41 @@ def _event_row(event: HistoryEvent) -> list[str]:
     return [str(event["eventId"]), event["eventType"], output.when(event["at"]), details]
 
 
-@flows.command(epilog=EXIT_CODES)
-def start(
-    flow_type: Annotated[str, typer.Argument(metavar="TYPE", help="The Flow type.")],
-    flow_id: FlowIdArgument,
-    input: InputOption = None,
-    id_reuse_policy: Annotated[
-        IdReusePolicy | None,
-        typer.Option(
-            "--id-reuse-policy",
-            help="What to do when the Flow ID has runs; the server's default: ALLOW_DUPLICATE.",
-        ),
-    ] = None,
-    timeout_seconds: Annotated[
-        float | None,
-        typer.Option("--timeout-seconds", min=0, help="Durable timeout of the run."),
-    ] = None,
-    request_id: Annotated[
-        str | None,
-        typer.Option("--request-id", help="An ID of this request, recorded with the start."),
-    ] = None,
-    ignore_already_started: Annotated[
-        bool,
-        typer.Option(
-            "--ignore-already-started",
-            help="Succeed (started: false) when this --request-id started the running run.",
-        ),
-    ] = False,
-    url: UrlOption = DEFAULT_URL,
-    token: TokenOption = None,
-    json_output: JsonOption = False,
-) -> None:
-    """Start a Flow of TYPE with Flow ID ID (startFlow)."""
+#: The Flow type argument of ``start`` and ``execute``.
+FlowTypeArgument = Annotated[str, typer.Argument(metavar="TYPE", help="The Flow type.")]
+IdReusePolicyOption = Annotated[
+    IdReusePolicy | None,
+    typer.Option(
+        "--id-reuse-policy",
+        metavar="POLICY",
+        help="What to do when the Flow ID has runs (POLICY: see above).",
+        show_default=False,
+    ),
+]
+TimeoutSecondsOption = Annotated[
+    float | None,
+    typer.Option("--timeout-seconds", min=0, metavar="SECONDS", help="Durable timeout of the run."),
+]
+RequestIdOption = Annotated[
+    str | None,
+    typer.Option("--request-id", help="An ID of this request, recorded with the start."),
+]
+IgnoreAlreadyStartedOption = Annotated[
+    bool,
+    typer.Option(
+        "--ignore-already-started",
+        help="Succeed (started: false) when this --request-id started the running run.",
+    ),
+]
+
+
+def start_options(
+    id_reuse_policy: IdReusePolicy | None,
+    timeout_seconds: float | None,
+    request_id: str | None,
+    ignore_already_started: bool,
+) -> dict[str, Any]:
+    """Return the ``options`` of a startFlow request: only those given on the command line."""
     options: dict[str, Any] = {}
     if id_reuse_policy is not None:
         options["idReusePolicy"] = id_reuse_policy.value
@@ -126,6 +132,28 @@ def start(
         options["requestId"] = request_id
     if ignore_already_started:
         options["ignoreAlreadyStarted"] = True
+    return options
+
+
+@flows.command(epilog=EXIT_CODES)
+def start(
+    flow_type: FlowTypeArgument,
+    flow_id: FlowIdArgument,
+    input: InputOption = None,
+    id_reuse_policy: IdReusePolicyOption = None,
+    timeout_seconds: TimeoutSecondsOption = None,
+    request_id: RequestIdOption = None,
+    ignore_already_started: IgnoreAlreadyStartedOption = False,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Start a Flow of TYPE with Flow ID ID (startFlow).
+
+    POLICY is ALLOW_DUPLICATE (the server's default), ALLOW_DUPLICATE_FAILED_ONLY,
+    REJECT_DUPLICATE or TERMINATE_IF_RUNNING.
+    """
+    options = start_options(id_reuse_policy, timeout_seconds, request_id, ignore_already_started)
     with session(url, token) as api:
         body = api.start_flow(flow_type, flow_id, parse_input(input), options)
     if json_output:
@@ -145,23 +173,72 @@ def describe(
     token: TokenOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Show a run's type, status, times and indexed Attributes (describeFlow)."""
+    """Show a run's type, status, times, indexed Attributes, input and pending Steps.
+
+    The run comes from describeFlow, its input from the FLOW_STARTED event that begins its
+    history (getFlowHistory), and its pending Steps from listPendingSteps: a table of each
+    Step execution that has not closed, with the method that runs next (PHASE: WAIT_FOR,
+    WAITING or EXECUTE), its attempt, when it is due, and the Timers, Channels and SubFlows it
+    waits on. --json prints describeFlow's JSON with two more keys, input and pendingSteps.
+    """
     with session(url, token) as api:
         info = api.describe_flow(flow_id, run_id)
+        # The run just described, even if another run of the Flow ID has started since.
+        flow_input = _flow_input(api, flow_id, info["runId"])
+        pending = api.list_pending_steps(flow_id, info["runId"])["steps"]
     if json_output:
-        output.emit_json(info)
-    else:
-        output.emit(output.pairs(_flow_rows(info)))
+        output.emit_json({**info, "input": flow_input, "pendingSteps": pending})
+        return
+    rows = [
+        *_flow_rows(info),
+        ("Input", output.compact(flow_input)),
+        ("Pending Steps", str(len(pending)) if pending else "none"),
+    ]
+    blocks = [output.pairs(rows)]
+    if pending:
+        blocks.append(output.table(PENDING_HEADERS, [pending_row(step) for step in pending]))
+    output.emit("\n\n".join(blocks))
+
+
+#: The columns of ``describe``'s table of pending Steps.
+PENDING_HEADERS = ["STEP EXECUTION ID", "TYPE", "PHASE", "ATTEMPT", "DUE", "WAITING ON"]
+
+
+def _flow_input(api: Client, flow_id: str, run_id: str) -> Any:
+    """Return the input run ``run_id`` started with: its first history event holds it."""
+    first = api.flow_history(flow_id, run_id, 1, "")["events"]
+    if not first or first[0]["eventType"] != "FLOW_STARTED":
+        return None
+    return first[0]["details"].get("input")
+
+
+def pending_row(step: PendingStep) -> list[str]:
+    """Return the cells of a pending Step: what runs next, when, and what it waits on."""
+    waits = [
+        *(f"Timer {output.when(at)}" for at in step["timers"]),
+        *(f"Channel {channel}" for channel in step["channels"]),
+        *(f"SubFlow {child}" for child in step["subFlows"]),
+    ]
+    return [
+        step["stepExecutionId"],
+        step["stepType"],
+        step["phase"],
+        str(step["attempt"]),
+        output.when(step["dueAt"]),
+        ", ".join(waits) or output.NONE,
+    ]
 
 
 #: The exit status of ``flows result`` for a run that did not complete.
 NOT_COMPLETED = 6
-
-
-@flows.command(
-    epilog=EXIT_CODES + f" {NOT_COMPLETED}: the run did not complete (FAILED, CANCELED, "
+#: The epilog of the commands that end with :data:`NOT_COMPLETED`.
+RESULT_EXIT_CODES = (
+    EXIT_CODES + f" {NOT_COMPLETED}: the run did not complete (FAILED, CANCELED, "
     "TERMINATED, TIMED_OUT, or still RUNNING when the wait ended)."
 )
+
+
+@flows.command(epilog=RESULT_EXIT_CODES)
 def result(
     flow_id: FlowIdArgument,
     wait: Annotated[
@@ -185,12 +262,13 @@ def result(
     if json_output:
         output.emit_json(body)
     else:
-        _show_result(body)
+        show_result(body)
     if body["status"] != "COMPLETED":
         raise typer.Exit(NOT_COMPLETED)
 
 
-def _show_result(body: dict[str, Any]) -> None:
+def show_result(body: dict[str, Any]) -> None:
+    """Print a waitForFlow answer: the run's status and error, then its completions."""
     rows = [
         ("Flow ID", body["flowId"]),
         ("Run ID", body["runId"]),
@@ -242,6 +320,14 @@ def search(
         headers = ["FLOW ID", "TYPE", "STATUS", "STARTED", "CLOSED"]
         output.emit(output.table(headers, [_flow_row(info) for info in found]))
         next_page_hint(page_token)
+
+
+# Temporal's name for it; both spellings are kept so neither habit meets an error.
+flows.command(
+    "list",
+    epilog=EXIT_CODES,
+    help="List the runs matching QUERY, or every run without one (an alias of 'flows search').",
+)(search)
 
 
 @flows.command(epilog=EXIT_CODES)

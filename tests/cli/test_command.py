@@ -27,15 +27,19 @@ CLIENT_COMMANDS = {
     ("flows", "search"),
     ("flows", "stop"),
     ("flows", "history"),
+    ("flows", "list"),
+    ("flows", "execute"),
     ("flows", "time-travel"),
     ("flows", "time-travel-all"),
     ("flow-types",),
     ("rpc",),
-    ("attributes",),
-    ("channels",),
+    ("attributes", "get"),
+    ("attributes", "set"),
+    ("channels", "list"),
+    ("channels", "publish"),
     ("streams", "tail"),
 }
-GROUPS = {(), ("flows",), ("streams",)}
+GROUPS = {(), ("flows",), ("attributes",), ("channels",), ("streams",)}
 SERVER_COMMANDS = {("serve",), ("openapi",)}
 
 
@@ -57,6 +61,48 @@ def test_help_on_every_command_exits_0(path: tuple[str, ...]) -> None:
     assert f"Usage: dexlite {' '.join(path)}".rstrip() in result.output
     if path not in SERVER_COMMANDS:
         assert "Exit codes: 0 success; 1 server error" in result.output
+
+
+#: Every command, discovered from the Click command tree rather than listed by hand.
+EVERY_PATH = sorted(_paths(get_command(dexlite)))
+#: The width the help must fit, and the columns rich keeps around a paragraph (one each side).
+WIDTH = 80
+MARGIN = 2
+
+
+def _help(path: tuple[str, ...], columns: int = WIDTH) -> str:
+    """Return the ``--help`` of ``dexlite path...`` in a terminal ``columns`` wide."""
+    result = CliRunner().invoke(dexlite, [*path, "--help"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("path", EVERY_PATH, ids=lambda path: " ".join(path) or "dexlite")
+def test_help_fits_80_columns_and_cuts_nothing(path: tuple[str, ...]) -> None:
+    shown = _help(path)
+    assert [line for line in shown.splitlines() if len(line) > WIDTH] == []
+    # rich ends a cell it had to cut (an option's name, a long word) with an ellipsis.
+    assert "…" not in shown
+
+
+@pytest.mark.parametrize("path", EVERY_PATH, ids=lambda path: " ".join(path) or "dexlite")
+def test_help_text_wraps_at_the_terminal_not_where_the_docstring_does(
+    path: tuple[str, ...],
+) -> None:
+    lines = _help(path).splitlines()
+    first_box = next((n for n, line in enumerate(lines) if line.startswith("╭")), len(lines))
+    prose = lines[2:first_box]  # from the usage line to the first box
+    for line, following in zip(prose, prose[1:], strict=False):
+        if line.strip() and following.strip():
+            # Within a paragraph a line ends early only when the next word does not fit.
+            next_word = following.split()[0]
+            assert len(line.rstrip()) + 1 + len(next_word) > WIDTH - MARGIN, (line, following)
+
+
+def test_dexlite_help_in_a_process_fits_80_columns() -> None:
+    done = Dexlite({})("--help", COLUMNS=str(WIDTH))
+    assert (done.returncode, done.stderr) == (0, ""), done
+    assert max(len(line) for line in done.stdout.splitlines()) == WIDTH
 
 
 @pytest.mark.parametrize("path", sorted(CLIENT_COMMANDS))

@@ -82,6 +82,34 @@ def test_invalid_input_json_exits_2_and_sends_nothing(dexlite: Dexlite, flow_id:
     assert dexlite("rpc", flow_id, "increment", "--input", "").returncode == 2
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("flows", "start", "CounterFlow"),
+        ("flows", "execute", "CounterFlow"),
+    ],
+)
+def test_a_bare_word_as_input_exits_2_saying_how_a_string_is_written(
+    dexlite: Dexlite, flow_id: str, args: tuple[str, ...]
+) -> None:
+    _fails(
+        dexlite(*args, flow_id, "--input", "hello"),
+        2,
+        "error: INVALID_ARGUMENT: --input must be JSON; a string is written --input '\"hello\"'",
+    )
+    assert dexlite("flows", "describe", flow_id).returncode == 3
+
+
+def test_the_string_hint_is_quoted_for_the_shell(dexlite: Dexlite, flow_id: str) -> None:
+    dexlite.ok("flows", "start", "CounterFlow", flow_id)
+    _fails(
+        dexlite("rpc", flow_id, "increment", "--input", "it's"),
+        2,
+        "error: INVALID_ARGUMENT: --input must be JSON; a string is written"
+        " --input '\"it'\"'\"'s\"'",
+    )
+
+
 def test_a_bad_query_exits_2_with_its_position(dexlite: Dexlite) -> None:
     _fails(
         dexlite("flows", "search", "FlowType ="),

@@ -34,6 +34,8 @@ def test_start_prints_the_new_run_and_describe_shows_it_running(
         "Parent flow ID": "-",
         "Parent run ID": "-",
         "Indexed attributes": "-",
+        "Input": "null",
+        "Pending Steps": "none",
     }
     assert re.fullmatch(ISO_MILLIS, described["Started"])
 
@@ -45,7 +47,11 @@ def test_start_and_describe_print_the_raw_json_with_json(
     assert started == {"flowId": flow_id, "runId": started["runId"], "started": True}
 
     described = parsed(dexlite("flows", "describe", flow_id, "--json"))
-    assert described == api.get(f"/api/v1/flows/{flow_id}").json()
+    assert described == {
+        **api.get(f"/api/v1/flows/{flow_id}").json(),
+        "input": None,
+        "pendingSteps": [],
+    }
     assert (described["runId"], described["status"]) == (started["runId"], "RUNNING")
 
 
@@ -217,3 +223,32 @@ def test_flow_types_lists_the_served_types_and_shows_one_with_its_input_schema(
     assert missing.stderr.startswith(
         "error: FLOW_TYPE_NOT_FOUND: Flow type 'NoSuchFlow' is not served here (served: "
     ), missing.stderr
+
+
+def test_list_is_search_under_temporal_s_name_with_the_same_options_and_output(
+    dexlite: Dexlite, flow_id: str
+) -> None:
+    for n in (1, 2, 3):
+        dexlite.ok("flows", "start", "CounterFlow", f"{flow_id}-{n}")
+    query = f"FlowId STARTS_WITH '{flow_id}-' ORDER BY FlowId ASC"
+
+    listed = dexlite("flows", "list", query, "--page-size", "2")
+    searched = dexlite("flows", "search", query, "--page-size", "2")
+    assert (listed.returncode, listed.stdout) == (0, searched.stdout), listed
+    assert [r["FLOW ID"] for r in table(listed.stdout)] == [f"{flow_id}-1", f"{flow_id}-2"]
+    # The page token is per query and page, not per request: both name the same next page.
+    assert listed.stderr == searched.stderr
+    assert listed.stderr.startswith("more results: add --page-token ")
+
+    every = parsed(dexlite("flows", "list", query, "--page-size", "2", "--all", "--json"))
+    assert [f["flowId"] for f in every["flows"]] == [f"{flow_id}-{n}" for n in (1, 2, 3)]
+    assert every == parsed(dexlite("flows", "search", query, "--page-size", "2", "--all", "--json"))
+
+
+def test_list_without_a_query_lists_every_flow(dexlite: Dexlite, flow_id: str) -> None:
+    dexlite.ok("flows", "start", "ProgressFlow", flow_id, "--input", '{"sections": 1}')
+    every = parsed(dexlite("flows", "list", "--all", "--page-size", "1000", "--json"))
+    everything = parsed(dexlite("flows", "search", "--all", "--page-size", "1000", "--json"))
+    ids = [f["flowId"] for f in every["flows"]]
+    assert flow_id in ids
+    assert ids == [f["flowId"] for f in everything["flows"]]

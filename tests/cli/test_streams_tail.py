@@ -133,3 +133,39 @@ def test_tail_of_an_undeclared_stream_is_not_found(dexlite: Dexlite, flow_id: st
     assert done.stderr == (
         "error: STREAM_NOT_FOUND: Flow type ProgressFlow declares no Stream named 'nope'\n"
     )
+
+
+def test_tail_without_the_flow_type_reads_it_from_the_flow(dexlite: Dexlite, flow_id: str) -> None:
+    dexlite.ok(
+        "flows", "start", "ProgressFlow", flow_id, "--input", '{"sections": 2, "delaySeconds": 0}'
+    )
+    done = dexlite("streams", "tail", flow_id, "progress", "--from-start", "--limit", "2")
+    assert done.returncode == 0, done
+    assert _lines(done.stdout) == [
+        ("#WriteProgress-1", "section 1 of 2 done"),
+        ("#WriteProgress-1", "section 2 of 2 done"),
+    ]
+    assert done.stderr == (
+        f"following ProgressFlow/{flow_id}/progress from the oldest retained message"
+        " (Ctrl-C to stop)\n"
+    )
+    with_type = dexlite(
+        "streams", "tail", "ProgressFlow", flow_id, "progress", "--from-start", "--no-follow"
+    )
+    assert (with_type.returncode, with_type.stdout) == (0, done.stdout)
+
+
+def test_tail_without_the_flow_type_of_a_flow_that_does_not_exist_exits_3(
+    dexlite: Dexlite, flow_id: str
+) -> None:
+    done = dexlite("streams", "tail", flow_id, "progress")
+    assert (done.returncode, done.stdout) == (3, "")
+    assert done.stderr == f"error: FLOW_NOT_FOUND: Flow {flow_id} was not found\n"
+
+
+def test_tail_with_one_or_four_arguments_is_a_usage_error(dexlite: Dexlite) -> None:
+    for args in (("only-one",), ("a", "b", "c", "d")):
+        done = dexlite("streams", "tail", *args)
+        assert (done.returncode, done.stdout) == (2, ""), done
+        assert "Usage: dexlite streams tail [OPTIONS] [TYPE] ID STREAM" in done.stderr
+        assert f"takes 2 or 3 arguments, not {len(args)}" in done.stderr

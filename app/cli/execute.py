@@ -1,0 +1,117 @@
+"""``dexlite flows execute``: start a Flow and follow it to its result, as Temporal's
+``workflow execute`` does."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from app.cli import output
+from app.cli.client import Client
+from app.cli.common import (
+    DEFAULT_URL,
+    INTERRUPTED,
+    FlowIdArgument,
+    InputOption,
+    JsonOption,
+    TokenOption,
+    UrlOption,
+    parse_input,
+    session,
+)
+from app.cli.flows import (
+    NOT_COMPLETED,
+    RESULT_EXIT_CODES,
+    FlowTypeArgument,
+    IdReusePolicyOption,
+    IgnoreAlreadyStartedOption,
+    RequestIdOption,
+    TimeoutSecondsOption,
+    show_result,
+    start_options,
+)
+
+#: The longest wait one waitForFlow request may ask for, and ``--wait``'s default.
+MAX_WAIT_SECONDS = 60.0
+#: The shortest ``--wait``: shorter polls would only load the server.
+MIN_WAIT_SECONDS = 0.1
+
+
+def register(group: typer.Typer) -> None:
+    """Add ``execute`` to the ``flows`` command ``group``."""
+    group.command("execute", epilog=RESULT_EXIT_CODES)(execute)
+
+
+def _poll_seconds(value: float) -> float:
+    """Check ``--wait``; a range the option spelled out would crowd its help at 80 columns."""
+    if not MIN_WAIT_SECONDS <= value <= MAX_WAIT_SECONDS:
+        raise typer.BadParameter(
+            f"{value:g} is not in the range {MIN_WAIT_SECONDS:g} to {MAX_WAIT_SECONDS:g}"
+        )
+    return value
+
+
+def execute(
+    flow_type: FlowTypeArgument,
+    flow_id: FlowIdArgument,
+    input: InputOption = None,
+    id_reuse_policy: IdReusePolicyOption = None,
+    timeout_seconds: TimeoutSecondsOption = None,
+    request_id: RequestIdOption = None,
+    ignore_already_started: IgnoreAlreadyStartedOption = False,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait",
+            metavar="SECONDS",
+            callback=_poll_seconds,
+            help="How long each waitForFlow request waits (0.1 to 60); repeated until the run "
+            "closes.",
+        ),
+    ] = MAX_WAIT_SECONDS,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Start a Flow of TYPE with Flow ID ID and wait for its result (startFlow, waitForFlow).
+
+    Prints what 'flows result' prints once the run closes, and exits like it: 0 when it
+    COMPLETED, 6 when it FAILED, was CANCELED, TERMINATED or TIMED_OUT. The run started (or,
+    with --ignore-already-started, the running one) is named on stderr; Ctrl-C stops the
+    waiting, not the run, with exit status 130.
+
+    POLICY is ALLOW_DUPLICATE (the server's default), ALLOW_DUPLICATE_FAILED_ONLY,
+    REJECT_DUPLICATE or TERMINATE_IF_RUNNING.
+    """
+    options = start_options(id_reuse_policy, timeout_seconds, request_id, ignore_already_started)
+    with session(url, token) as api:
+        started = api.start_flow(flow_type, flow_id, parse_input(input), options)
+        run_id = started["runId"]
+        run = f"run {run_id} of Flow {flow_id}"
+        try:
+            # Inside the try: a Ctrl-C right after the notice is read must still be answered.
+            if started["started"]:
+                output.note(f"started {run}; waiting for its result")
+            else:
+                output.note(f"{run} was started by this request ID; waiting for its result")
+            body = _result(api, flow_id, run_id, wait)
+        except KeyboardInterrupt:
+            output.note(f"stopped waiting; {run} goes on")
+            # The way out of a wait, not a failure: no traceback, the shell's status for it.
+            raise typer.Exit(INTERRUPTED) from None
+    if json_output:
+        output.emit_json(body)
+    else:
+        show_result(body)
+    if body["status"] != "COMPLETED":
+        raise typer.Exit(NOT_COMPLETED)
+
+
+def _result(api: Client, flow_id: str, run_id: str, wait: float) -> dict[str, Any]:
+    """Return waitForFlow's answer for run ``run_id`` once it is closed, polling ``wait`` s."""
+    while True:
+        # The run started here, not whichever is current, so a later run is never reported.
+        body = api.wait_for_flow(flow_id, run_id, wait)
+        if body["status"] != "RUNNING":
+            return body
