@@ -1,22 +1,39 @@
 // The dexlite playground's entry module: it wires the views and routes the address's hash to
 // them. Plain ES modules, no build step and no network beyond this app:
 //   catalog.js, panel.js   the examples view: the catalog runner and its Flow state panel
+//   request.js             a catalog route's request, and its curl line
 //   explorer.js            the Flows explorer's search ("#/flows?query=...")
-//   flow-page.js           the explorer's Flow page ("#/flows/<flowId>?runId=...")
-//   actions.js             the Flow page's stop, RPC and publish actions (schema-form.js)
-//   travel.js              the Flow page's time travel: its points and its dialog
+//   flow-page.js           the explorer's Flow page ("#/flows/<flowId>?runId=..."), with
+//     flow-summary.js        its summary and runs,
+//     pending.js             its pending Step executions,
+//     flow-state.js          its Attributes and Channels,
+//     events.js              its history events as rows people read,
+//     live.js                its live updates while the run is open,
+//     actions.js             its stop, RPC and publish actions (schema-form.js),
+//     travel.js              its time travel: the points and the dialog
 //   timeline.js            the history timeline of Step executions
 //   stream.js              the live Stream follower both views use
+//   time.js                relative and absolute times, kept current
 //   lib.js                 DOM, REST and formatting helpers
+//
+// The examples view lists only the examples whose Flow types the server serves: a server of a
+// registry of its own (DEXLITE_REGISTRY) may serve none, and then the page opens on the
+// explorer with no Examples tab.
 
-import { initCatalog, leaveExamples, loadCatalog, showExamples } from "./catalog.js";
+import {
+  initCatalog, leaveExamples, loadCatalog, showExamples, unservedNote,
+} from "./catalog.js";
+import { state } from "./examples-state.js";
 import { initSearch, searchParams, showSearch } from "./explorer.js";
 import { initFlowPage, leaveFlow, showFlow } from "./flow-page.js";
-import { $ } from "./lib.js";
+import { $, servedFlowTypes } from "./lib.js";
 import { initPanel } from "./panel.js";
 
 // What is on screen: "examples", "search" or "flow:<flowId>?<runId>".
 let shown = "";
+// Whether the examples view has nothing to show: the catalog loaded, and no example of it is
+// served (a catalog that failed to load says so in the examples view instead).
+let noExamples = false;
 
 // Return what a hash names: {view: "examples", hash} or {view: "search", qs} or
 // {view: "flow", flowId, runId}.
@@ -40,7 +57,18 @@ function parse(rawHash) {
 // Show the view the hash names; on a user's navigation to another page, move focus to its
 // heading, which brings it into view and tells a screen reader where the user went.
 function route(userAction) {
-  const target = parse(location.hash);
+  let target = parse(location.hash);
+  if (target.view === "examples") {
+    // An example the server does not serve, or none at all: say why, and show what there is
+    // instead (the first example served, or the explorer) at an address that names it.
+    const note = unservedNote(target.hash);
+    showNote(note);
+    if (note || noExamples) {
+      const to = noExamples ? "#/flows" : location.pathname + location.search;
+      history.replaceState(history.state, "", to);
+      target = parse(location.hash);
+    }
+  } else if (userAction) showNote("");
   const key = target.view === "flow" ? `flow:${target.flowId}?${target.runId}` : target.view;
   const explorer = target.view !== "examples";
   if (explorer && shown === "examples") leaveExamples();
@@ -60,13 +88,21 @@ function route(userAction) {
   if (moved && target.view === "flow") $("fx-title").focus();
 }
 
-// Start the page: wire every view, load the catalog, then show what the hash names.
+// Show a note above the views ("" hides it).
+function showNote(text) {
+  $("app-note").textContent = text;
+  $("app-note").hidden = !text;
+}
+
+// Start the page: wire every view, load the catalog of the examples served, then show what
+// the hash names.
 async function start() {
   initCatalog();
   initPanel();
   initSearch();
   initFlowPage();
-  await loadCatalog();
+  noExamples = (await loadCatalog(servedFlowTypes())) && !state.examples.length;
+  $("tab-examples").hidden = noExamples;
   route(false);
   window.addEventListener("hashchange", () => route(true));
   // The explorer reads with the token at each call: a new one reads the page again with it.

@@ -4,7 +4,8 @@
 //
 // Catalog format (catalog.json), so new examples need only a new entry and no code here:
 //   {version: 1, examples: [Example, ...]}
-//   Example  {id, kind: "pattern" | "primitive", title, description,
+//   Example  {id, kind: "pattern" | "primitive", flowTypes: ["FlowType", ...], title,
+//             description,
 //             flow: {flowIdParam, defaultFlowId, attributes: ["Name" or "Map/instance", ...],
 //                    streams?: [{flowType, name}, ...], channels?: true | ["name", ...],
 //                    messageIdParam?},
@@ -13,6 +14,8 @@
 //             nextPage?: {responseField, param}}
 //   Param    {name, in: "path" | "query" | "body", default, description?, required?,
 //             type?: "string" (default) | "integer" | "number" | "boolean" | "json"}
+// `flowTypes` names the Flow types the example's routes start: a server that serves a registry
+// of its own (DEXLITE_REGISTRY) lacks some, and the page then leaves the example out.
 // `path` may hold `{name}` placeholders filled from path params. `flow.flowIdParam` names the
 // param whose value is the Flow the state panel follows (panel.js says what the panel does with
 // `attributes`, `streams`, `channels` and `messageIdParam`). `nextPage` says which response
@@ -21,6 +24,7 @@
 import { $, el, flowHref } from "./lib.js";
 import { currentFlowId, paramValues, routeKey, setParam, state } from "./examples-state.js";
 import { refreshState, showFormFlow, stopFollowing } from "./panel.js";
+import { buildRequest, curlLine } from "./request.js";
 
 const REASONS = {
   200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request",
@@ -31,23 +35,46 @@ const REASONS = {
 
 // ---------- catalog and navigation ----------
 
-// Load catalog.json and list its routes; resolves false (with a note) when it cannot.
-export async function loadCatalog() {
+// The catalog's examples the server does not serve, by ID: their titles and the Flow types the
+// server lacks.
+let unserved = new Map();
+
+// Load catalog.json and list the routes of the examples the server serves (`served`, a promise
+// of the Flow type names, or of null when they cannot be read: every example is listed then);
+// resolves false (with a note) when it cannot.
+export async function loadCatalog(served) {
   const status = $("catalog-status");
+  let examples;
   try {
     const res = await fetch("catalog.json", { cache: "no-cache" });
     if (!res.ok) throw new Error(`catalog.json answered ${res.status}`);
-    const catalog = await res.json();
-    state.examples = catalog.examples ?? [];
+    examples = (await res.json()).examples ?? [];
   } catch (err) {
     status.textContent = `Could not load the catalog: ${err.message}`;
     status.classList.add("error-text");
     return false;
   }
+  const types = await served;
+  const missing = (e) => (types ? (e.flowTypes ?? []).filter((t) => !types.has(t)) : []);
+  state.examples = examples.filter((e) => !missing(e).length);
+  unserved = new Map(examples.filter((e) => missing(e).length)
+    .map((e) => [e.id, { title: e.title, missing: missing(e) }]));
   status.textContent = "";
   status.hidden = true;
   renderCatalog();
   return true;
+}
+
+// Explain why a "#<exampleId>/<routeId>" hash shows nothing, or return "" when it names no
+// example left out.
+export function unservedNote(rawHash) {
+  let hash = rawHash;
+  try { hash = decodeURIComponent(hash); } catch { /* a hand-typed "%": use it as it is */ }
+  const left = unserved.get(hash.split("/")[0]);
+  if (!left) return "";
+  const types = left.missing.join(", ");
+  return `The example “${left.title}” is not served here: this server runs a registry ` +
+    `without ${types}, so the example's routes are not there.`;
 }
 
 // Render every example with a link per route (the link's hash selects the route).
@@ -187,62 +214,6 @@ function shareFlowId(value) {
 }
 
 // ---------- building and sending the request ----------
-
-// Turn the form into exactly what fetch sends, so the curl line cannot drift from it.
-function buildRequest(route, values, bearer) {
-  let path = route.path;
-  const query = new URLSearchParams();
-  let body;
-  for (const p of route.params ?? []) {
-    const value = values[p.name];
-    if (p.in === "path") {
-      path = path.replace(`{${p.name}}`, encodeURIComponent(value));
-    } else if (p.in === "query") {
-      // An empty optional query param is left out so the server applies its default.
-      if (value !== "" && value !== false) query.append(p.name, String(value));
-    } else if (p.in === "body") {
-      body ??= {};
-      body[p.name] = typed(p, value);
-    }
-  }
-  const qs = query.toString();
-  const url = `${location.origin}${path}${qs ? `?${qs}` : ""}`;
-  const headers = { Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (bearer) headers.Authorization = `Bearer ${bearer}`;
-  return {
-    method: route.method, url, headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  };
-}
-
-// Values that do not parse are sent as typed text: the server's 422 is the useful lesson.
-function typed(param, value) {
-  if (param.type === "integer" || param.type === "number") {
-    const n = Number(value);
-    return value.trim() !== "" && Number.isFinite(n) ? n : value;
-  }
-  if (param.type === "json") {
-    try { return JSON.parse(value); } catch { return value; }
-  }
-  return value;
-}
-
-// Single quotes keep the shell from expanding anything; a quote inside is closed, escaped and
-// reopened.
-const shellQuote = (s) => `'${String(s).replaceAll("'", `'\\''`)}'`;
-
-// Write the request as one curl command line.
-function curlLine(req) {
-  const parts = ["curl", "-i"];
-  if (req.method !== "GET") parts.push("-X", req.method);
-  parts.push(shellQuote(req.url));
-  for (const [name, value] of Object.entries(req.headers)) {
-    parts.push("-H", shellQuote(`${name}: ${value}`));
-  }
-  if (req.body !== undefined) parts.push("--data-raw", shellQuote(req.body));
-  return parts.join(" ");
-}
 
 // Send the selected route's request and show it, its answer and the Flow's state after it.
 async function send(event) {

@@ -86,11 +86,6 @@ export function dateTimeOf(iso) {
   return match ? `${match[1]} ${match[2]}` : "—";
 }
 
-// A <time> element showing `text` for an ISO timestamp, the timestamp in its tooltip.
-export function timeEl(iso, text = timeOf(iso)) {
-  return el("time", { datetime: iso ?? "", title: iso ?? "" }, iso ? text : "—");
-}
-
 // Format a duration in milliseconds for people: 850 ms, 1.5 s, 2 min 5 s, 3 h 2 min.
 export function durationText(ms) {
   if (!Number.isFinite(ms) || ms < 0) return "—";
@@ -120,13 +115,27 @@ export function statusBadge(status) {
 export const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 let registry = null;
-// Return the registry (listFlowTypes), read once per page: a Map of Flow type to its info.
-export async function flowTypes() {
+// Read the registry (listFlowTypes) once per page: {ok, types}, a Map of Flow type to its
+// info; a failed read is made again next time.
+function readRegistry() {
   if (!registry) {
     registry = getJSON("/api/v1/flow-types").then((res) => {
-      if (!res.ok) registry = null;  // read it again next time
-      return new Map((res.ok ? res.data.flowTypes : []).map((info) => [info.flowType, info]));
+      if (!res.ok) registry = null;
+      const types = (res.ok ? res.data.flowTypes : []).map((info) => [info.flowType, info]);
+      return { ok: res.ok, types: new Map(types) };
     });
   }
   return registry;
+}
+
+// Return the registry: a Map of Flow type to its info (empty when it cannot be read).
+export async function flowTypes() {
+  return (await readRegistry()).types;
+}
+
+// Return the names of the Flow types the server serves, or null when it cannot tell (a
+// bearer token is needed, say).
+export async function servedFlowTypes() {
+  const { ok, types } = await readRegistry();
+  return ok ? new Set(types.keys()) : null;
 }

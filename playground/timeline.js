@@ -12,12 +12,14 @@
 //   Step unknown) begins there.
 // - Running. From creation the execution is queued or running (the history cannot tell the
 //   two apart): drawn as running.
-// - Waiting. STEP_WAITING starts a waiting segment. With `dueAt` (a timer, epoch
-//   microseconds) it ends at that time, which is also drawn as a timer firing. Without it (a
-//   wait on Channels or SubFlows) it ends at the CHANNEL_CONSUMED that meets it, else at the
-//   last SUBFLOW_CLOSED of that execution, else at its STEP_CLOSED.
+// - Waiting. STEP_WAITING starts a waiting segment. With `dueAt` (a timer: RFC 3339, or epoch
+//   microseconds in events written before times became strings) it ends at that time, which is
+//   also drawn as a timer firing. Without it (a wait on Channels or SubFlows) it ends at the
+//   CHANNEL_CONSUMED that meets it, else at the last SUBFLOW_CLOSED of that execution, else at
+//   its STEP_CLOSED.
 // - Retries. STEP_ATTEMPT_FAILED marks a failed attempt and starts a back-off segment (not a
-//   wait: the Step asked for nothing) until its `retryAt`, where the retry is marked.
+//   wait: the Step asked for nothing) until its `retryAt` (either form too), where the retry is
+//   marked.
 // - End. STEP_CLOSED ends the bar: failed when its decision is FAILED or FORCE_FAIL, completed
 //   otherwise. An execution in the `canceledSteps` of a STEP_CLOSED or RPC_COMMITTED ends there
 //   as canceled, and so does every execution still open at FLOW_CLOSED (closing a run cancels
@@ -27,6 +29,7 @@
 // more pages load.
 
 import { $, durationText, el, plural, timeOf } from "./lib.js";
+import { toMs } from "./time.js";
 
 // A run with thousands of Step executions gets a readable timeline of its first ones.
 const MAX_LANES = 300;
@@ -118,13 +121,13 @@ export function deriveTimeline(events, { startStep = null, status = "RUNNING", c
         if (startStep) create(startStep, t, ev.eventId);
         break;
       case "STEP_WAITING":
-        if (x?.open) moveTo(x, "waiting", t, d.dueAt ? d.dueAt / 1000 : null);
+        if (x?.open) moveTo(x, "waiting", t, toMs(d.dueAt));
         break;
       case "STEP_ATTEMPT_FAILED":
         if (!x?.open) break;
         x.marks.push({ kind: "attempt", at: t,
                        label: `Attempt ${d.attempt ?? "?"} failed: ${d.errorType ?? "error"}` });
-        moveTo(x, "backoff", t, d.retryAt ? d.retryAt / 1000 : null, (d.attempt ?? 0) + 1);
+        moveTo(x, "backoff", t, toMs(d.retryAt), (d.attempt ?? 0) + 1);
         break;
       case "CHANNEL_CONSUMED":
         if (x?.open && x.phase === "waiting") moveTo(x, "running", t);

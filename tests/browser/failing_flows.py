@@ -1,4 +1,5 @@
-"""A registry whose one Flow fails, served for the Flow page's failure view."""
+"""A registry of its own, served for the Flow page's failure views: one Flow fails for good, one
+waits out a long retry back-off. None of the playground's bundled examples is in it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from datetime import timedelta
 
 from engine import Context, Flow, Registry, RetryPolicy, Step, StepDecision, StepList, StepOptions
 from engine import graceful_complete as _complete
+
+#: How long the second attempt of Refund waits: the page shows it pending all the while.
+REFUND_BACKOFF = timedelta(hours=1)
 
 
 def charge(card: str) -> None:
@@ -33,4 +37,26 @@ class PaymentFlow(Flow[str]):
         return StepList.start_step(Pay())
 
 
-registry = Registry([PaymentFlow()])
+class Refund(Step[str]):
+    """Fails its first attempt; the second is due REFUND_BACKOFF later."""
+
+    def get_step_options(self) -> StepOptions:
+        return StepOptions(
+            execute_retry=RetryPolicy(
+                max_attempts=2, initial_interval=REFUND_BACKOFF, max_interval=REFUND_BACKOFF
+            )
+        )
+
+    def execute(self, context: Context, input: str) -> StepDecision:
+        charge(input)
+        return _complete("refunded")
+
+
+class RefundFlow(Flow[str]):
+    """One Step that retries after a long back-off."""
+
+    def get_steps(self) -> StepList[str]:
+        return StepList.start_step(Refund())
+
+
+registry = Registry([PaymentFlow(), RefundFlow()])

@@ -10,19 +10,13 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.server import ServerProcess
+from tests.browser.servers import FAILING, serve_registry
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Serve the failing registry (the playground's explorer works for any registry)."""
-    tmp = tmp_path_factory.mktemp("failing-server")
-    env = {
-        "DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL",
-        "DEXLITE_REGISTRY": "tests.browser.failing_flows:registry",
-    }
-    with ServerProcess(tmp, env=env, serve=True) as process:
-        yield process.url
+    yield from serve_registry(tmp_path_factory, FAILING)
 
 
 def test_a_failed_run_shows_its_traceback_and_each_attempts(page: Page, server: str) -> None:

@@ -4,6 +4,7 @@ made-up histories that reach every rule, and its drawing of real ones."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -129,6 +130,30 @@ def test_bars_start_at_creation_split_at_waits_and_end_as_the_history_says(page:
             "marks": [],
         },
     }
+
+
+def as_rfc3339(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return the events with their due and retry times as RFC 3339 strings, as the API now
+    writes them (HISTORY has the microseconds since the epoch older events carry)."""
+    out = []
+    for ev in events:
+        details = dict(ev["details"])
+        for key in ("dueAt", "retryAt"):
+            if isinstance(details.get(key), int):
+                at = datetime.fromtimestamp(details[key] / 1_000_000, UTC)
+                details[key] = at.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        out.append({**ev, "details": details})
+    return out
+
+
+def test_due_and_retry_times_in_rfc_3339_draw_the_bars_their_microseconds_draw(
+    page: Page,
+) -> None:
+    strings = as_rfc3339(HISTORY)
+    assert strings[1]["details"]["retryAt"] == "2027-01-15T08:00:00.300000Z"
+    assert derive(page, strings, status="FAILED") == derive(page, HISTORY, status="FAILED")
+    head = HISTORY[:5]
+    assert derive(page, as_rfc3339(head), now=T0 + 2000) == derive(page, head, now=T0 + 2000)
 
 
 def test_open_bars_run_to_now_or_to_the_last_loaded_event(page: Page) -> None:
