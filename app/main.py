@@ -27,7 +27,7 @@ from app.logs import RequestIDMiddleware, configure_logging
 from app.metrics import HTTPMetricsMiddleware, Metrics
 from app.middleware import BearerAuthMiddleware, BodyLimitMiddleware
 from app.openapi import install_openapi
-from app.routes import channels, flows, meta, search, state, streams, travel
+from app.routes import channels, flows, meta, schedules, search, state, streams, travel
 from app.settings import Settings
 
 PLAYGROUND_DIR = Path(__file__).resolve().parent.parent / "playground"
@@ -187,6 +187,7 @@ def create_app(
     app.include_router(streams.router)
     app.include_router(search.router)
     app.include_router(travel.router)
+    app.include_router(schedules.router)
     app.include_router(meta.router)
     app.include_router(problems.router)
     for router in routers:

@@ -93,6 +93,12 @@ class StartFlowOptionsBody(Request):
     ignore_already_started: bool = Field(
         False, description="Answer 200 started=false when this requestId started the run."
     )
+    start_delay_seconds: float | None = Field(
+        None,
+        ge=0,
+        le=MAX_TIMEOUT_SECONDS,
+        description="The run exists at once; its start Step runs this many seconds later.",
+    )
 
 
 class StartFlowBody(Request):

@@ -11,6 +11,7 @@ from typing import Any
 from engine._runtime.composition import compose
 from engine._runtime.history import history_page
 from engine._runtime.pending import pending_steps
+from engine._schedule_calls import ScheduleCalls
 from engine._storage.stats import load_counts
 from engine.channel import Channel, ChannelMap
 from engine.clock import Clock, IdleProbe, to_micros
@@ -38,7 +39,7 @@ from engine.travel import BulkTimeTravelResult, TimeTravelOptions, TimeTravelRes
 FlowRef = type[Flow[Any]] | Flow[Any] | str
 
 
-class Engine:
+class Engine(ScheduleCalls):
     """Runs the Flows of a Registry on one database and serves the client API.
 
     Use ``async with Engine(registry, config):`` or call ``start()`` and ``close()``.

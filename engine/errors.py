@@ -131,6 +131,12 @@ class ChannelMessageNotFoundError(NotFoundError):
     code = "CHANNEL_MESSAGE_NOT_FOUND"
 
 
+class ScheduleNotFoundError(NotFoundError):
+    """No Schedule with that ID exists."""
+
+    code = "SCHEDULE_NOT_FOUND"
+
+
 # -- conflicts --------------------------------------------------------------------------------
 
 
@@ -148,6 +154,12 @@ class FlowAlreadyStartedError(ConflictError):
     def __init__(self, detail: str, *, run_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(detail, **kwargs)
         self.run_id = run_id
+
+
+class ScheduleAlreadyExistsError(ConflictError):
+    """A Schedule with that ID exists already."""
+
+    code = "SCHEDULE_ALREADY_EXISTS"
 
 
 class RPCLockConflictError(ConflictError):

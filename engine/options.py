@@ -39,6 +39,8 @@ class StartFlowOptions:
 
     ``initial_attributes`` maps ``"name"`` or ``"map/instance"`` to a value; they commit with
     the start, so the first Step sees them. ``request_id`` makes the start idempotent.
+    ``start_delay``: the run exists at once (running, readable, searchable, taking RPCs) and
+    its start Step runs once the delay has passed, durably.
     """
 
     initial_attributes: Mapping[str, Any] = field(default_factory=dict)
@@ -46,6 +48,7 @@ class StartFlowOptions:
     timeout: timedelta | None = None
     request_id: str | None = None
     ignore_already_started: bool = False
+    start_delay: timedelta | None = None
 
 
 @dataclass(frozen=True)

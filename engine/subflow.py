@@ -54,6 +54,8 @@ class SubFlowOptions:
     reuse_policy: SubFlowReusePolicy = SubFlowReusePolicy.RESTART_IF_PREVIOUS_EXITS_ABNORMALLY
     timeout: timedelta | None = None
     initial_attributes: Mapping[str, Any] = field(default_factory=dict)
+    #: The child exists at once; its start Step runs once the delay has passed.
+    start_delay: timedelta | None = None
 
 
 @dataclass(frozen=True)

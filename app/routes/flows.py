@@ -58,6 +58,11 @@ async def start_flow(
             timeout=timedelta(seconds=opts.timeout_seconds) if opts.timeout_seconds else None,
             request_id=opts.request_id,
             ignore_already_started=opts.ignore_already_started,
+            start_delay=(
+                None
+                if opts.start_delay_seconds is None
+                else timedelta(seconds=opts.start_delay_seconds)
+            ),
         ),
     )
     if not result.started:

@@ -25,6 +25,7 @@ from engine._runtime.recovery import recover
 from engine._runtime.retention import Retention
 from engine._runtime.rpcs import RPCExecutor
 from engine._runtime.scheduler import Scheduler
+from engine._runtime.schedules import Schedules
 from engine._runtime.shared.lease import new_process_id
 from engine._runtime.shared.parts import SharedParts, shared_parts
 from engine._runtime.snapshots import Snapshots
@@ -74,6 +75,7 @@ class Services:
     starter: Starter
     rpcs: RPCExecutor
     travel: TimeTravel
+    schedules: Schedules
     retention: Retention | None
     followers: CommitFollowers
     shared: SharedParts | None = field(default=None)
@@ -94,6 +96,7 @@ class Services:
         self.timers.start()
         self.recovered_steps = await self._recover()
         self.scheduler.start()
+        self.schedules.start()
         if self.shared is not None:
             self.shared.coordinator(self._sweep, self.timeouts, self.clock).start()
         if self.retention is not None:
@@ -131,6 +134,7 @@ class Services:
         if self.shared is not None:
             await self.shared.stop_polling()
         await self.streams.close()  # waiting Stream readers return now
+        await self.schedules.stop()
         await self.scheduler.close()
         await self.waits.close()
         await self.timeouts.close()
@@ -243,8 +247,24 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     waits = ChannelWaits(committer=committer, timers=timers, activity=activity, clock=clock)
     matches = AttributeMatches(registry, database, snapshots)
     watchers = RunWatchers()
+    schedules = Schedules(
+        registry=registry,
+        database=database,
+        committer=committer,
+        starter=starter,
+        timers=timers,
+        activity=activity,
+        clock=clock,
+        # Other processes create and change Schedules too: look for theirs now and then.
+        poll_seconds=config.poll_seconds if shared is not None else None,
+    )
     followers = CommitFollowers(
-        scheduler=scheduler, matches=matches, watchers=watchers, timeouts=timeouts, waits=waits
+        scheduler=scheduler,
+        matches=matches,
+        watchers=watchers,
+        timeouts=timeouts,
+        waits=waits,
+        schedules=schedules,
     )
     notifier.subscribe(followers.on_commit)
     activity.add_probe(lambda: f"{n} {STEPS_DUE}" if (n := queue.ready()) else None)
@@ -322,6 +342,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         travel=TimeTravel(
             registry=registry, database=database, committer=committer, flows=flows, clock=clock
         ),
+        schedules=schedules,
         retention=retention,
         followers=followers,
         shared=shared,

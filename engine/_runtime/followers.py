@@ -3,8 +3,8 @@
 For each run a commit changed: WaitForAttributeMatch waiters see its writes, ended Step
 executions stop and release their locks, queued ones are handed to the StepQueue, durable waits
 that began are watched and those on queues it published to are tried, a started run's timeout
-is armed, and a closed run's watchers wake, its timeout is disarmed and the parent waiting on it
-(a SubFlow) is tried.
+is armed, and a closed run's watchers wake, its timeout is disarmed, the parent waiting on it
+(a SubFlow) is tried and a Schedule holding a time back for it (BUFFER_ONE) hears of it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from engine._runtime.flows import RunWatchers
 from engine._runtime.matches import AttributeMatches
 from engine._runtime.scheduler import Scheduler
+from engine._runtime.schedules import Schedules
 from engine._runtime.timeouts import Timeouts
 from engine._runtime.waits import ChannelWaits
 from engine._storage.records import CommitResult
@@ -33,7 +34,9 @@ class CommitFollowers:
         watchers: RunWatchers,
         timeouts: Timeouts,
         waits: ChannelWaits,
+        schedules: Schedules,
     ) -> None:
+        self._schedules = schedules
         self._scheduler = scheduler
         self._matches = matches
         self._watchers = watchers
@@ -65,6 +68,7 @@ class CommitFollowers:
                 self._timeouts.cancel(change.run_id)
                 self._watchers.closed(change.flow_id)
                 self._waits.closed(change.run_id)
+                self._schedules.closed(change.flow_id)
 
     def on_remote(self, change: RemoteChange) -> None:
         """Follow up on a run another process's commit changed: only what is this process's
@@ -82,3 +86,4 @@ class CommitFollowers:
             self._timeouts.cancel(change.run_id)
             self._watchers.closed(change.flow_id)
             self._waits.closed(change.run_id)
+            self._schedules.closed(change.flow_id)

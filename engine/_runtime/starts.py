@@ -30,6 +30,7 @@ from engine.results import StartFlowResult
 from engine.subflow import SubFlowCondition
 
 MAX_FLOW_TIMEOUT = timedelta(days=3650)
+MAX_DELAY = timedelta(days=3650)
 
 
 class Starter:
@@ -108,6 +109,7 @@ class Starter:
                     request_id=f"{parent.run_id}:{parent.execution_id}:{index}",
                     timeout=options.timeout,
                     initial_attributes=dict(options.initial_attributes),
+                    start_delay=options.start_delay,
                 ),
                 store_blobs=not keep_stored,
             )
@@ -155,6 +157,15 @@ class Starter:
                     "timeout must be positive and at most 10 years", field="timeoutSeconds"
                 )
             timeout_at = now + to_micros(options.timeout.total_seconds())
+        due_at = None
+        if options.start_delay is not None:
+            delay = options.start_delay
+            if not isinstance(delay, timedelta) or delay < timedelta(0) or delay > MAX_DELAY:
+                raise InvalidArgumentError(
+                    "startDelay must be between 0 and 10 years", field="startDelaySeconds"
+                )
+            if delay > timedelta(0):
+                due_at = now + to_micros(delay.total_seconds())
         initial = parse_values(spec, options.initial_attributes, "initialAttributes")
         run_id = new_id()
         encoded = _codec.encode(value)
@@ -168,6 +179,7 @@ class Starter:
                 step_type=spec.start_step,
                 input=encoded,
                 phase=spec.steps[spec.start_step].first_phase,
+                due_at=due_at,  # a delayed start: the run exists now, its first Step runs later
             )
         writes = await effects.encode_writes(
             self._blobs, spec, flow_id, initial, store_blobs=store_blobs

@@ -116,9 +116,10 @@ class FirstStart:
 
 def first_start(request: StartRequest, now: int) -> FirstStart | None:
     """Return ``request`` as one statement, or None when it must commit as a unit (it writes
-    initial Attributes, or its start Step is not a plain first execution)."""
+    initial Attributes, a Schedule starts it, or its start Step is not a plain first
+    execution: a delayed start's is due later)."""
     step = request.start_step
-    if request.writes:
+    if request.writes or request.schedule_id is not None:
         return None
     if step is not None and (step.id or step.attempt != 1 or step.due_at is not None):
         return None

@@ -48,6 +48,7 @@ class HistoryEventType(enum.StrEnum):
     TIME_TRAVELED = "TIME_TRAVELED"
     #: A travel applied again what one commit after the point took from outside the Flow.
     WRITES_REAPPLIED = "WRITES_REAPPLIED"
+    TIMERS_SKIPPED = "TIMERS_SKIPPED"
 
 
 class StepState(enum.StrEnum):
@@ -397,6 +398,8 @@ class StartRequest:
     start_step: QueuedStep | None
     #: The run keeps its change log (time travel): its Flow type did not opt out.
     change_log: bool = True
+    #: The Schedule whose action starts the run (the search field ScheduleId), if any.
+    schedule_id: str | None = None
 
 
 # -- commit results ---------------------------------------------------------------------------

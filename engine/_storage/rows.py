@@ -179,6 +179,7 @@ def insert_run(conn: Connection, request: StartRequest, now: int, commit: int = 
                 "error_message": None,
                 "commit_seq": commit,
                 "change_log": request.change_log,
+                "schedule_id": request.schedule_id,
             }
         ],
     )

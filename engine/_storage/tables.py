@@ -54,6 +54,8 @@ class RunRow(SQLModel, table=True):
         Index("ix_runs_started", "started_at", "run_id"),
         # Every process of a shared database looks for open runs whose timeout is due.
         Index("ix_runs_timeout", "status", "timeout_at"),
+        # A Schedule's running actions (its overlap policy, and describeSchedule).
+        Index("ix_runs_schedule", "schedule_id", "status"),
     )
 
     run_id: str = Field(primary_key=True)
@@ -77,6 +79,8 @@ class RunRow(SQLModel, table=True):
     change_log: bool = Field(
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
     )
+    #: The Schedule whose action started the run (the search field ScheduleId), if any.
+    schedule_id: str | None = None
 
 
 class AttributeRow(SQLModel, table=True):
@@ -334,6 +338,50 @@ class ProcessRow(SQLModel, table=True):
     lease_expires_at: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
+class ScheduleRow(SQLModel, table=True):
+    """A Schedule: its spec (JSON), and where its firing stands.
+
+    ``next_time`` is the earliest scheduled time not acted on yet; the commit that acts on a
+    time moves it on, under the row's lock, so each time fires once whichever process gets
+    there. ``buffered`` is the time a BUFFER_ONE Schedule holds back until its running action
+    closes; ``last_flow_id`` the Flow ID of its latest action (the one overlap looks at).
+    """
+
+    __tablename__ = "schedules"
+    __table_args__ = (Index("ix_schedules_due", "paused", "next_time"),)
+
+    schedule_id: str = Field(primary_key=True)
+    flow_type: str
+    spec: str = Field(sa_column=Column(Text, nullable=False))
+    paused: bool = False
+    note: str = Field(default="", sa_column=Column(Text, nullable=False))
+    next_time: int = Field(sa_column=Column(BigInteger, nullable=False))
+    buffered: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    last_flow_id: str | None = None
+    skipped: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    created_at: int = Field(sa_column=Column(BigInteger, nullable=False))
+    updated_at: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
+class ScheduleActionRow(SQLModel, table=True):
+    """A Flow a Schedule started (the last few are kept): its time, start and run."""
+
+    __tablename__ = "schedule_actions"
+    __table_args__ = (Index("ix_schedule_actions_schedule", "schedule_id", "seq"),)
+
+    seq: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+        ),
+    )
+    schedule_id: str
+    scheduled_at: int = Field(sa_column=Column(BigInteger, nullable=False))
+    started_at: int = Field(sa_column=Column(BigInteger, nullable=False))
+    flow_id: str
+    run_id: str
+
+
 class AttributeLockRow(SQLModel, table=True):
     """An Attribute lock held on a shared database: by a Step execution (``owner`` is its ID,
     ``phase`` the phase it holds it for) or by an RPC invocation of ``process_id``.
@@ -389,6 +437,8 @@ search_texts = SearchTextRow.__table__  # type: ignore[attr-defined]
 processes = ProcessRow.__table__  # type: ignore[attr-defined]
 attribute_locks = AttributeLockRow.__table__  # type: ignore[attr-defined]
 lock_waiters = LockWaiterRow.__table__  # type: ignore[attr-defined]
+schedules = ScheduleRow.__table__  # type: ignore[attr-defined]
+schedule_actions = ScheduleActionRow.__table__  # type: ignore[attr-defined]
 
 
 def _by_code_point(tables: Iterable[Table]) -> None:

@@ -25,7 +25,8 @@ class SystemField:
 
 
 #: By name, in the order error messages list them. CloseTime is NULL while the run is open;
-#: ParentFlowId and ParentRunId are unset unless the run is a SubFlow.
+#: ParentFlowId and ParentRunId are unset unless the run is a SubFlow, ScheduleId unless a
+#: Schedule's action started it.
 SYSTEM_FIELDS: dict[str, SystemField] = {
     field.name: field
     for field in (
@@ -41,6 +42,7 @@ SYSTEM_FIELDS: dict[str, SystemField] = {
         SystemField(
             "ParentRunId", IndexType.KEYWORD, "parent_run_id", "subflow_links", nullable=True
         ),
+        SystemField("ScheduleId", IndexType.KEYWORD, "schedule_id", nullable=True),
     )
 }
 

@@ -1,0 +1,482 @@
+"""Schedules at run time: the calls that change and read them, and the firing of their times.
+
+A Schedule's spec is validated once, eagerly (its Flow type, its times, its start's input and
+options), and kept as JSON. The firing sleeps on the engine's clock until the earliest next
+time of any Schedule (on a shared database it also looks every poll interval of real time,
+since another process may have created or changed one), then acts on each due Schedule in a
+commit of its own (``_storage.schedules.act``): the times within the catch-up window start
+their Flows under the overlap policy, older ones are counted as skipped, and the row moves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from engine import _codec
+from engine._ids import check_id, to_datetime
+from engine._runtime.activity import Activity
+from engine._runtime.committer import Committer
+from engine._runtime.ports import Database, TimerQueue
+from engine._runtime.schedule_times import MICROS, Times, action_flow_id, check_times
+from engine._runtime.starts import Starter
+from engine._storage import schedules as stored
+from engine._storage.records import StartRequest
+from engine._storage.schedules import Acted, Acting, ScheduleState
+from engine._tokens import seal, unseal
+from engine.clock import Clock, to_micros
+from engine.errors import (
+    FlowTypeNotFoundError,
+    InvalidArgumentError,
+    InvalidPageTokenError,
+    ScheduleNotFoundError,
+)
+from engine.options import IdReusePolicy, StartFlowOptions
+from engine.registry import Registry
+from engine.schedule import (
+    BackfillResult,
+    OverlapPolicy,
+    ScheduleAction,
+    ScheduleDescription,
+    SchedulePage,
+    ScheduleSpec,
+    ScheduleTriggerResult,
+)
+
+log = logging.getLogger("dexlite.schedules")
+
+FIRING = "Schedule times firing"
+#: Times one commit acts on; a Schedule further behind catches up over several commits.
+TIMES_PER_COMMIT = 100
+#: Due Schedules read at once by the firing.
+SCHEDULES_PER_ROUND = 200
+#: The most times one backfill may start.
+MAX_BACKFILL = 1000
+#: Real seconds before a round that failed (an outage) is tried again.
+RETRY_SECONDS = 1.0
+#: How many next times a description lists.
+NEXT_TIMES = 5
+
+
+class Schedules:
+    """createSchedule and the other Schedule calls, and the task that fires their times."""
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        database: Database,
+        committer: Committer,
+        starter: Starter,
+        timers: TimerQueue,
+        activity: Activity,
+        clock: Clock,
+        poll_seconds: float | None = None,
+    ) -> None:
+        self._registry = registry
+        self._database = database
+        self._committer = committer
+        self._starter = starter
+        self._timers = timers
+        self._activity = activity
+        self._clock = clock
+        #: On a shared database: how often to look for Schedules other processes changed.
+        self._poll_seconds = poll_seconds
+        self._armed: tuple[float, Any] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._again = False
+        self._closing = False
+        #: Flow IDs whose close releases a buffered time (BUFFER_ONE).
+        self._blockers: set[str] = set()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Fire what is due now (times missed while no process served), then sleep."""
+        self._arm(self._clock.now())
+        if self._poll_seconds is not None:
+            self._watcher = asyncio.get_running_loop().create_task(
+                self._watch_others(self._poll_seconds), name="dexlite-schedule-watch"
+            )
+
+    async def stop(self) -> None:
+        """Stop firing; a commit in progress finishes first."""
+        self._closing = True
+        if self._armed is not None:
+            self._armed[1].cancel()
+        for task in (self._watcher, self._task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def closed(self, flow_id: str) -> None:
+        """Hear that a run of ``flow_id`` closed: a buffered time it held back may start."""
+        if flow_id in self._blockers:
+            self._blockers.discard(flow_id)
+            self._arm(self._clock.now())
+
+    def _arm(self, when: float) -> None:
+        if self._closing:
+            return
+        if self._task is not None and not self._task.done():
+            self._again = True  # the round in progress looks again when it ends
+            return
+        if self._armed is not None:
+            if self._armed[0] <= when:
+                return
+            self._armed[1].cancel()
+        self._armed = (when, self._timers.call_at(when, self._fire))
+
+    def _fire(self) -> None:
+        self._armed = None
+        self._activity.enter(FIRING)
+        self._task = asyncio.get_running_loop().create_task(self._round())
+        self._task.add_done_callback(lambda _task: self._activity.leave(FIRING))
+
+    async def _round(self) -> None:
+        try:
+            while True:
+                self._again = False
+                now = to_micros(self._clock.now())
+                due = await stored.due(self._database, now, SCHEDULES_PER_ROUND)
+                for state in due:
+                    await self._act_on_due(state, now)
+                if not self._again and len(due) < SCHEDULES_PER_ROUND:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the database is out, say: a round a little later tries again
+            log.exception("firing Schedule times failed")
+            self._task = None
+            self._arm(self._clock.now() + RETRY_SECONDS)
+            return
+        self._task = None
+        await self._arm_earliest()
+
+    async def _arm_earliest(self) -> None:
+        found = await stored.earliest(self._database)
+        if found is not None:
+            self._arm(found / MICROS)
+
+    async def _watch_others(self, poll_seconds: float) -> None:
+        """Every ``poll_seconds`` of real time, arm for the earliest time of any Schedule:
+        another process may have created or changed one (each time still fires once)."""
+        while True:
+            await asyncio.sleep(poll_seconds)
+            try:
+                await self._arm_earliest()
+            except Exception as exc:  # an outage: the next poll tries again
+                log.warning("looking for Schedules failed: %s", exc)
+
+    async def _act_on_due(self, state: ScheduleState, now: int) -> None:
+        times = _times(state.spec)
+        release = None
+        if state.buffered is not None:
+            release = (state.buffered, await self._request(state, state.buffered))
+        acting = Acting(state.schedule_id, release=release)
+        if not state.paused and state.next_time <= now:
+            # Times older than the catch-up window are skipped (counted); the rest start.
+            window = to_micros(float(state.spec["catchupWindowSeconds"]))
+            missed, first = times.count_before(state.next_time, now - window)
+            ready = times.between(first, now + 1, TIMES_PER_COMMIT)
+            acting.times = [(when, await self._request(state, when)) for when in ready]
+            acting.expect_next = state.next_time
+            # After a full batch the next round goes on from there (its time is past).
+            acting.new_next = times.next(ready[-1]) if ready else first
+            acting.missed = missed
+        result = await self._committer.commit(stored.act(acting, now))
+        acted: Acted = result.value
+        if acted.buffered or (state.buffered is not None and acted.applied):
+            await self._watch_blocker(state.schedule_id)
+        if acted.started or acted.skipped:
+            log.debug(
+                "Schedule %s: started %s, skipped %d",
+                state.schedule_id,
+                [flow_id for _, flow_id, _ in acted.started],
+                acted.skipped,
+            )
+
+    async def _watch_blocker(self, schedule_id: str) -> None:
+        """Remember which Flow's close releases the Schedule's buffered time."""
+        state = await stored.load(self._database, schedule_id)
+        if state is not None and state.buffered is not None and state.last_flow_id:
+            self._blockers.add(state.last_flow_id)
+            if not await stored.flow_running(self._database, state.last_flow_id):
+                self._arm(self._clock.now())  # it closed meanwhile
+
+    async def _request(self, state: ScheduleState, when: int) -> StartRequest:
+        """Prepare the start of the action of time ``when``."""
+        spec = state.spec
+        flow = self._registry.spec(state.flow_type)
+        request = await self._starter.prepare(
+            flow,
+            action_flow_id(state.schedule_id, when),
+            _codec.from_jsonable(spec["input"]),
+            _start_options(spec["startOptions"], state.schedule_id, when),
+        )
+        return dataclasses.replace(request, schedule_id=state.schedule_id)
+
+    # -- calls --------------------------------------------------------------------------------
+
+    async def create(self, spec: ScheduleSpec) -> ScheduleDescription:
+        """Create a Schedule (createSchedule)."""
+        state = await self._checked(spec)
+        await self._committer.commit(stored.create(state))
+        self._arm(state.next_time / MICROS)
+        return await self.describe(spec.schedule_id)
+
+    async def update(self, spec: ScheduleSpec) -> ScheduleDescription:
+        """Replace a Schedule's spec (updateSchedule); its counters and actions stay."""
+        current = await self._load(spec.schedule_id)
+        state = await self._checked(spec)
+        same_times = all(
+            current.spec[key] == state.spec[key] for key in ("everySeconds", "cron", "timezone")
+        )
+        await self._committer.commit(stored.replace_spec(state, keep_next=same_times))
+        self._arm(self._clock.now())
+        return await self.describe(spec.schedule_id)
+
+    async def set_paused(self, schedule_id: str, paused: bool, note: str) -> ScheduleDescription:
+        """Pause or unpause a Schedule with a note (pauseSchedule, unpauseSchedule)."""
+        if not isinstance(note, str):
+            raise InvalidArgumentError("note must be a string", field="note")
+        current = await self._load(schedule_id)
+        now = to_micros(self._clock.now())
+        next_time = _times(current.spec).next(now)
+        await self._committer.commit(stored.set_paused(schedule_id, paused, note, next_time, now))
+        self._arm(self._clock.now())
+        return await self.describe(schedule_id)
+
+    async def delete(self, schedule_id: str) -> None:
+        """Delete a Schedule; the Flows it started keep running (deleteSchedule)."""
+        await self._committer.commit(stored.remove(_checked_id(schedule_id)))
+
+    async def trigger(self, schedule_id: str) -> ScheduleTriggerResult:
+        """Start one action now, under the overlap policy (triggerSchedule)."""
+        state = await self._load(schedule_id)
+        now = to_micros(self._clock.now())
+        when = now - now % MICROS  # the Flow ID names whole seconds
+        flow_id = action_flow_id(schedule_id, when)
+        request = await self._request(state, when)
+        result = await self._committer.commit(
+            stored.act(Acting(schedule_id, times=[(when, request)]), now)
+        )
+        acted: Acted = result.value
+        if acted.buffered:
+            await self._watch_blocker(schedule_id)
+        if not acted.started:
+            return ScheduleTriggerResult(flow_id, None, False)
+        _, started_id, run_id = acted.started[0]
+        return ScheduleTriggerResult(started_id, run_id, True)
+
+    async def backfill(self, schedule_id: str, start: datetime, end: datetime) -> BackfillResult:
+        """Act on every scheduled time in [start, end) as if it had come (backfillSchedule)."""
+        first, last = _instant(start, "startAt"), _instant(end, "endAt")
+        if first >= last:
+            raise InvalidArgumentError("startAt must be before endAt", field="startAt")
+        state = await self._load(schedule_id)
+        when = _times(state.spec).between(first, last, MAX_BACKFILL + 1)
+        if len(when) > MAX_BACKFILL:
+            raise InvalidArgumentError(
+                f"a backfill starts at most {MAX_BACKFILL} times; this range holds more",
+                field="endAt",
+            )
+        requests = [(moment, await self._request(state, moment)) for moment in when]
+        now = to_micros(self._clock.now())
+        result = await self._committer.commit(stored.act(Acting(schedule_id, times=requests), now))
+        acted: Acted = result.value
+        if acted.buffered:
+            await self._watch_blocker(schedule_id)
+        return BackfillResult([flow_id for _, flow_id, _ in acted.started], acted.skipped)
+
+    async def describe(self, schedule_id: str) -> ScheduleDescription:
+        """Describe a Schedule (describeSchedule)."""
+        return await self._described(await self._load(schedule_id))
+
+    async def list(self, page_size: int, page_token: str) -> SchedulePage:
+        """Return a page of Schedules by ID (listSchedules)."""
+        if not 1 <= page_size <= 1000:
+            raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
+        after = _after(page_token)
+        found = await stored.page(self._database, after, page_size + 1)
+        more = len(found) > page_size
+        found = found[:page_size]
+        token = seal(found[-1].schedule_id.encode()) if more else ""
+        return SchedulePage([await self._described(state) for state in found], token)
+
+    async def _load(self, schedule_id: str) -> ScheduleState:
+        state = await stored.load(self._database, _checked_id(schedule_id))
+        if state is None:
+            raise ScheduleNotFoundError(f"Schedule {schedule_id} was not found")
+        return state
+
+    async def _described(self, state: ScheduleState) -> ScheduleDescription:
+        actions = await stored.actions(self._database, state.schedule_id)
+        running = await stored.running(self._database, state.schedule_id)
+        upcoming: list[datetime] = []
+        if not state.paused:
+            times = _times(state.spec).after(state.next_time - 1)
+            upcoming = [_at(next(times)) for _ in range(NEXT_TIMES)]
+        return ScheduleDescription(
+            spec=_spec_of(state),
+            next_action_times=upcoming,
+            recent_actions=[
+                ScheduleAction(
+                    _at(a.scheduled_at), _at(a.started_at), a.flow_id, a.run_id, a.status
+                )
+                for a in actions
+            ],
+            running=running,
+            skipped=state.skipped,
+            created_at=_at(state.created_at),
+            updated_at=_at(state.updated_at),
+        )
+
+    async def _checked(self, spec: ScheduleSpec) -> ScheduleState:
+        """Validate ``spec`` eagerly and return the row it makes (next time after now)."""
+        if not isinstance(spec, ScheduleSpec):
+            raise InvalidArgumentError("a Schedule needs a ScheduleSpec", field="spec")
+        schedule_id = _checked_id(spec.schedule_id)
+        try:
+            flow = self._registry.spec_of(spec.flow_type)
+        except FlowTypeNotFoundError as exc:
+            raise InvalidArgumentError(exc.detail, field="flowType") from None
+        times = check_times(spec.every, spec.cron, spec.timezone)
+        try:
+            overlap = OverlapPolicy(spec.overlap)
+        except ValueError:
+            raise InvalidArgumentError(
+                "overlap must be SKIP, BUFFER_ONE, ALLOW_ALL, CANCEL_OTHER or TERMINATE_OTHER",
+                field="overlap",
+            ) from None
+        window = spec.catchup_window
+        if not isinstance(window, timedelta) or not timedelta(0) <= window <= timedelta(days=366):
+            raise InvalidArgumentError(
+                "catchupWindow must be between 0 and 366 days", field="catchupWindowSeconds"
+            )
+        if not isinstance(spec.paused, bool) or not isinstance(spec.note, str):
+            raise InvalidArgumentError("paused must be a boolean and note a string", field="note")
+        options = spec.start_options or StartFlowOptions()
+        if options.request_id is not None:
+            raise InvalidArgumentError(
+                "a Schedule's starts take their request IDs from their times",
+                field="startOptions.requestId",
+            )
+        # The start as it will be made (its input, options and ID checked), stored nowhere.
+        probe = action_flow_id(schedule_id, 0)
+        await self._starter.prepare(flow, probe, spec.input, options, store_blobs=False)
+        value = (
+            None
+            if flow.start_step is None
+            else _codec.validate_client_value(flow.input_type, spec.input, what="input")
+        )
+        now = to_micros(self._clock.now())
+        stored_spec = {
+            "input": _codec.to_jsonable(value),
+            "everySeconds": None if spec.every is None else int(spec.every.total_seconds()),
+            "cron": spec.cron,
+            "timezone": spec.timezone,
+            "overlap": str(overlap),
+            "catchupWindowSeconds": window.total_seconds(),
+            "startOptions": _options_json(flow, options),
+        }
+        return ScheduleState(
+            schedule_id=schedule_id,
+            flow_type=flow.flow_type,
+            spec=stored_spec,
+            paused=spec.paused,
+            note=spec.note,
+            next_time=times.next(now),
+            buffered=None,
+            last_flow_id=None,
+            skipped=0,
+            created_at=now,
+            updated_at=now,
+        )
+
+
+def _checked_id(schedule_id: Any) -> str:
+    check_id(schedule_id, "scheduleId")
+    return str(schedule_id)
+
+
+def _times(spec: dict[str, Any]) -> Times:
+    return Times(spec["everySeconds"], spec["cron"], spec["timezone"])
+
+
+def _at(micros: int) -> datetime:
+    moment = to_datetime(micros)
+    assert moment is not None
+    return moment
+
+
+def _instant(moment: Any, field: str) -> int:
+    if not isinstance(moment, datetime) or moment.tzinfo is None:
+        raise InvalidArgumentError(f"{field} must be a time with its offset", field=field)
+    return to_micros(moment.timestamp())
+
+
+def _after(token: str) -> str:
+    if not token:
+        return ""
+    try:
+        return unseal(token).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidPageTokenError("pageToken is malformed", field="pageToken") from None
+
+
+def _options_json(flow: Any, options: StartFlowOptions) -> dict[str, Any]:
+    """Return a start's options as stored JSON (values in their JSON forms)."""
+    attributes = {
+        key: _codec.to_jsonable(value) for key, value in dict(options.initial_attributes).items()
+    }
+    return {
+        "initialAttributes": attributes,
+        "idReusePolicy": str(IdReusePolicy(options.id_reuse_policy)),
+        "timeoutSeconds": None if options.timeout is None else options.timeout.total_seconds(),
+        "startDelaySeconds": (
+            None if options.start_delay is None else options.start_delay.total_seconds()
+        ),
+    }
+
+
+def _start_options(data: dict[str, Any], schedule_id: str, when: int) -> StartFlowOptions:
+    """Return the options of the start of time ``when``: the stored ones, and a request ID
+    naming the time, so a start made twice for it is one start."""
+    timeout, delay = data["timeoutSeconds"], data["startDelaySeconds"]
+    return StartFlowOptions(
+        initial_attributes={
+            key: _codec.from_jsonable(value) for key, value in data["initialAttributes"].items()
+        },
+        id_reuse_policy=IdReusePolicy(data["idReusePolicy"]),
+        timeout=None if timeout is None else timedelta(seconds=timeout),
+        request_id=f"{schedule_id}@{when}",
+        ignore_already_started=True,
+        start_delay=None if delay is None else timedelta(seconds=delay),
+    )
+
+
+def _spec_of(state: ScheduleState) -> ScheduleSpec:
+    """Return the ScheduleSpec a stored Schedule was made from."""
+    data = state.spec
+    options = _start_options(data["startOptions"], state.schedule_id, 0)
+    every = data["everySeconds"]
+    return ScheduleSpec(
+        schedule_id=state.schedule_id,
+        flow_type=state.flow_type,
+        input=_codec.from_jsonable(data["input"]),
+        every=None if every is None else timedelta(seconds=every),
+        cron=data["cron"],
+        timezone=data["timezone"],
+        overlap=OverlapPolicy(data["overlap"]),
+        catchup_window=timedelta(seconds=data["catchupWindowSeconds"]),
+        start_options=dataclasses.replace(options, request_id=None, ignore_already_started=False),
+        paused=state.paused,
+        note=state.note,
+    )
