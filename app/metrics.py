@@ -67,6 +67,18 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=registry,
         )
+        self.schedule_actions = Counter(
+            "dexlite_schedule_actions",
+            "Schedule times acted on, by Schedule, overlap policy and result (started, skipped).",
+            ["schedule_id", "overlap", "result"],
+            registry=registry,
+        )
+        self.schedule_lag_seconds = Histogram(
+            "dexlite_schedule_start_lag_seconds",
+            "Seconds from a scheduled time to the start of its Flow.",
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
         self.open_runs = Gauge(
             "dexlite_open_runs",
             "Open (RUNNING) runs by Flow type.",
@@ -139,6 +151,18 @@ class PrometheusTelemetry(engine.Telemetry):
     def commit_batch(self, units: int) -> None:
         """Observe one group commit's size."""
         self._metrics.commit_batch_units.observe(units)
+
+    def schedule_acted(
+        self, schedule_id: str, overlap: str, started: int, skipped: int, lags: list[float]
+    ) -> None:
+        """Count a Schedule's started and skipped times and observe each start's lag."""
+        metrics = self._metrics
+        if started:
+            metrics.schedule_actions.labels(schedule_id, overlap, "started").inc(started)
+        if skipped:
+            metrics.schedule_actions.labels(schedule_id, overlap, "skipped").inc(skipped)
+        for lag in lags:
+            metrics.schedule_lag_seconds.observe(lag)
 
 
 class HTTPMetricsMiddleware:

@@ -34,6 +34,13 @@ class Telemetry:
     def commit_batch(self, units: int) -> None:
         """The SQLite writer committed ``units`` units in one transaction (group commit)."""
 
+    def schedule_acted(
+        self, schedule_id: str, overlap: str, started: int, skipped: int, lags: list[float]
+    ) -> None:
+        """A Schedule acted on its times: ``started`` Flows and ``skipped`` times under its
+        ``overlap`` policy; ``lags`` holds, for each scheduled time started, the seconds from
+        the time to its start (triggers and backfills have none)."""
+
 
 @dataclass(frozen=True)
 class EngineStats:

@@ -255,6 +255,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         timers=timers,
         activity=activity,
         clock=clock,
+        telemetry=config.telemetry,
         # Other processes create and change Schedules too: look for theirs now and then.
         poll_seconds=config.poll_seconds if shared is not None else None,
     )

@@ -46,6 +46,7 @@ from engine.schedule import (
     ScheduleSpec,
     ScheduleTriggerResult,
 )
+from engine.telemetry import Telemetry
 
 log = logging.getLogger("dexlite.schedules")
 
@@ -75,8 +76,10 @@ class Schedules:
         timers: TimerQueue,
         activity: Activity,
         clock: Clock,
+        telemetry: Telemetry,
         poll_seconds: float | None = None,
     ) -> None:
+        self._telemetry = telemetry
         self._registry = registry
         self._database = database
         self._committer = committer
@@ -192,6 +195,9 @@ class Schedules:
             acting.missed = missed
         result = await self._committer.commit(stored.act(acting, now))
         acted: Acted = result.value
+        if acted.applied:
+            lags = [(now - when) / MICROS for when, _, _ in acted.started]
+            self._report(state, acted, lags)
         if acted.buffered or (state.buffered is not None and acted.applied):
             await self._watch_blocker(state.schedule_id)
         if acted.started or acted.skipped:
@@ -200,6 +206,12 @@ class Schedules:
                 state.schedule_id,
                 [flow_id for _, flow_id, _ in acted.started],
                 acted.skipped,
+            )
+
+    def _report(self, state: ScheduleState, acted: Acted, lags: list[float]) -> None:
+        if acted.started or acted.skipped:
+            self._telemetry.schedule_acted(
+                state.schedule_id, state.overlap, len(acted.started), acted.skipped, lags
             )
 
     async def _watch_blocker(self, schedule_id: str) -> None:
@@ -268,6 +280,7 @@ class Schedules:
             stored.act(Acting(schedule_id, times=[(when, request)]), now)
         )
         acted: Acted = result.value
+        self._report(state, acted, [])
         if acted.buffered:
             await self._watch_blocker(schedule_id)
         if not acted.started:
@@ -291,6 +304,7 @@ class Schedules:
         now = to_micros(self._clock.now())
         result = await self._committer.commit(stored.act(Acting(schedule_id, times=requests), now))
         acted: Acted = result.value
+        self._report(state, acted, [])
         if acted.buffered:
             await self._watch_blocker(schedule_id)
         return BackfillResult([flow_id for _, flow_id, _ in acted.started], acted.skipped)

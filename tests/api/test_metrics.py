@@ -18,6 +18,8 @@ from engine import (
     graceful_complete,
 )
 from patterns import bundled_flows
+from tests.api.test_schedules_api import BODY, REGISTRY
+from tests.conftest import manual_clock_config
 from tests.support.backends import sqlite_only
 from tests.support.waiting import eventually
 
@@ -155,3 +157,19 @@ async def test_group_commits_are_counted(make_client: Any) -> None:
         samples = await scrape(client)
     assert sample(samples, "dexlite_commit_batch_units_count") >= 1
     assert sample(samples, "dexlite_commit_batch_units_sum") >= 1
+
+
+async def test_schedule_actions_and_their_start_lag_are_counted(
+    make_app: Any, settings: Any
+) -> None:
+    config, clock = manual_clock_config(settings)
+    async with make_app(REGISTRY, engine_config=config) as served:
+        await served.client.post("/api/v1/schedules", json=BODY)  # SKIP, every minute
+        await clock.advance_when_idle(120)  # 08:01 starts, 08:02 is skipped (08:01 runs)
+        samples = await scrape(served.client)
+    labels = {"schedule_id": "job", "overlap": "SKIP"}
+    assert sample(samples, "dexlite_schedule_actions_total", **labels, result="started") == 1
+    assert sample(samples, "dexlite_schedule_actions_total", **labels, result="skipped") == 1
+    # The manual clock stood still while the time fired: its start lagged 0 s.
+    assert sample(samples, "dexlite_schedule_start_lag_seconds_count") == 1
+    assert sample(samples, "dexlite_schedule_start_lag_seconds_sum") == 0
