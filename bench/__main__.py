@@ -33,6 +33,7 @@ MODULES = [
     "postgres",
     "costs",
     "change_log",
+    "schedules",
 ]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 

@@ -14,32 +14,37 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from engine import _codec
-from engine._ids import check_id, to_datetime
 from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import Database, TimerQueue
-from engine._runtime.schedule_times import MICROS, Times, action_flow_id, check_times
+from engine._runtime.schedule_specs import (
+    after_token,
+    at,
+    checked_id,
+    checked_state,
+    instant,
+    spec_of,
+    start_options,
+    times_of,
+)
+from engine._runtime.schedule_times import MICROS, action_flow_id
 from engine._runtime.starts import Starter
 from engine._storage import schedules as stored
 from engine._storage.records import StartRequest
 from engine._storage.schedules import Acted, Acting, ScheduleState
-from engine._tokens import seal, unseal
+from engine._tokens import seal
 from engine.clock import Clock, to_micros
 from engine.errors import (
-    FlowTypeNotFoundError,
     InvalidArgumentError,
-    InvalidPageTokenError,
     ScheduleNotFoundError,
 )
-from engine.options import IdReusePolicy, StartFlowOptions
 from engine.registry import Registry
 from engine.schedule import (
     BackfillResult,
-    OverlapPolicy,
     ScheduleAction,
     ScheduleDescription,
     SchedulePage,
@@ -148,8 +153,18 @@ class Schedules:
                 self._again = False
                 now = to_micros(self._clock.now())
                 due = await stored.due(self._database, now, SCHEDULES_PER_ROUND)
-                for state in due:
-                    await self._act_on_due(state, now)
+                # Concurrently: their commits share the writer's group commits (SQLite) or
+                # the pool (PostgreSQL), so a thousand Schedules due at once start on time.
+                outcomes = await asyncio.gather(
+                    *(self._act_on_due(state, now) for state in due), return_exceptions=True
+                )
+                for state, outcome in zip(due, outcomes, strict=True):
+                    if isinstance(outcome, Exception):
+                        log.error(
+                            "Schedule %s: acting on its times failed: %s",
+                            state.schedule_id,
+                            outcome,
+                        )
                 if not self._again and len(due) < SCHEDULES_PER_ROUND:
                     break
         except asyncio.CancelledError:
@@ -178,7 +193,7 @@ class Schedules:
                 log.warning("looking for Schedules failed: %s", exc)
 
     async def _act_on_due(self, state: ScheduleState, now: int) -> None:
-        times = _times(state.spec)
+        times = times_of(state.spec)
         release = None
         if state.buffered is not None:
             release = (state.buffered, await self._request(state, state.buffered))
@@ -196,7 +211,9 @@ class Schedules:
         result = await self._committer.commit(stored.act(acting, now))
         acted: Acted = result.value
         if acted.applied:
-            lags = [(now - when) / MICROS for when, _, _ in acted.started]
+            # The lag runs to the start's commit, not to the round that found the time due.
+            done = to_micros(self._clock.now())
+            lags = [(done - when) / MICROS for when, _, _ in acted.started]
             self._report(state, acted, lags)
         if acted.buffered or (state.buffered is not None and acted.applied):
             await self._watch_blocker(state.schedule_id)
@@ -230,7 +247,7 @@ class Schedules:
             flow,
             action_flow_id(state.schedule_id, when),
             _codec.from_jsonable(spec["input"]),
-            _start_options(spec["startOptions"], state.schedule_id, when),
+            start_options(spec["startOptions"], state.schedule_id, when),
         )
         return dataclasses.replace(request, schedule_id=state.schedule_id)
 
@@ -238,7 +255,9 @@ class Schedules:
 
     async def create(self, spec: ScheduleSpec) -> ScheduleDescription:
         """Create a Schedule (createSchedule)."""
-        state = await self._checked(spec)
+        state = await checked_state(
+            self._registry, self._starter, spec, to_micros(self._clock.now())
+        )
         await self._committer.commit(stored.create(state))
         self._arm(state.next_time / MICROS)
         return await self.describe(spec.schedule_id)
@@ -246,7 +265,9 @@ class Schedules:
     async def update(self, spec: ScheduleSpec) -> ScheduleDescription:
         """Replace a Schedule's spec (updateSchedule); its counters and actions stay."""
         current = await self._load(spec.schedule_id)
-        state = await self._checked(spec)
+        state = await checked_state(
+            self._registry, self._starter, spec, to_micros(self._clock.now())
+        )
         same_times = all(
             current.spec[key] == state.spec[key] for key in ("everySeconds", "cron", "timezone")
         )
@@ -260,14 +281,14 @@ class Schedules:
             raise InvalidArgumentError("note must be a string", field="note")
         current = await self._load(schedule_id)
         now = to_micros(self._clock.now())
-        next_time = _times(current.spec).next(now)
+        next_time = times_of(current.spec).next(now)
         await self._committer.commit(stored.set_paused(schedule_id, paused, note, next_time, now))
         self._arm(self._clock.now())
         return await self.describe(schedule_id)
 
     async def delete(self, schedule_id: str) -> None:
         """Delete a Schedule; the Flows it started keep running (deleteSchedule)."""
-        await self._committer.commit(stored.remove(_checked_id(schedule_id)))
+        await self._committer.commit(stored.remove(checked_id(schedule_id)))
 
     async def trigger(self, schedule_id: str) -> ScheduleTriggerResult:
         """Start one action now, under the overlap policy (triggerSchedule)."""
@@ -290,11 +311,11 @@ class Schedules:
 
     async def backfill(self, schedule_id: str, start: datetime, end: datetime) -> BackfillResult:
         """Act on every scheduled time in [start, end) as if it had come (backfillSchedule)."""
-        first, last = _instant(start, "startAt"), _instant(end, "endAt")
+        first, last = instant(start, "startAt"), instant(end, "endAt")
         if first >= last:
             raise InvalidArgumentError("startAt must be before endAt", field="startAt")
         state = await self._load(schedule_id)
-        when = _times(state.spec).between(first, last, MAX_BACKFILL + 1)
+        when = times_of(state.spec).between(first, last, MAX_BACKFILL + 1)
         if len(when) > MAX_BACKFILL:
             raise InvalidArgumentError(
                 f"a backfill starts at most {MAX_BACKFILL} times; this range holds more",
@@ -317,7 +338,7 @@ class Schedules:
         """Return a page of Schedules by ID (listSchedules)."""
         if not 1 <= page_size <= 1000:
             raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
-        after = _after(page_token)
+        after = after_token(page_token)
         found = await stored.page(self._database, after, page_size + 1)
         more = len(found) > page_size
         found = found[:page_size]
@@ -325,7 +346,7 @@ class Schedules:
         return SchedulePage([await self._described(state) for state in found], token)
 
     async def _load(self, schedule_id: str) -> ScheduleState:
-        state = await stored.load(self._database, _checked_id(schedule_id))
+        state = await stored.load(self._database, checked_id(schedule_id))
         if state is None:
             raise ScheduleNotFoundError(f"Schedule {schedule_id} was not found")
         return state
@@ -335,162 +356,17 @@ class Schedules:
         running = await stored.running(self._database, state.schedule_id)
         upcoming: list[datetime] = []
         if not state.paused:
-            times = _times(state.spec).after(state.next_time - 1)
-            upcoming = [_at(next(times)) for _ in range(NEXT_TIMES)]
+            times = times_of(state.spec).after(state.next_time - 1)
+            upcoming = [at(next(times)) for _ in range(NEXT_TIMES)]
         return ScheduleDescription(
-            spec=_spec_of(state),
+            spec=spec_of(state),
             next_action_times=upcoming,
             recent_actions=[
-                ScheduleAction(
-                    _at(a.scheduled_at), _at(a.started_at), a.flow_id, a.run_id, a.status
-                )
+                ScheduleAction(at(a.scheduled_at), at(a.started_at), a.flow_id, a.run_id, a.status)
                 for a in actions
             ],
             running=running,
             skipped=state.skipped,
-            created_at=_at(state.created_at),
-            updated_at=_at(state.updated_at),
+            created_at=at(state.created_at),
+            updated_at=at(state.updated_at),
         )
-
-    async def _checked(self, spec: ScheduleSpec) -> ScheduleState:
-        """Validate ``spec`` eagerly and return the row it makes (next time after now)."""
-        if not isinstance(spec, ScheduleSpec):
-            raise InvalidArgumentError("a Schedule needs a ScheduleSpec", field="spec")
-        schedule_id = _checked_id(spec.schedule_id)
-        try:
-            flow = self._registry.spec_of(spec.flow_type)
-        except FlowTypeNotFoundError as exc:
-            raise InvalidArgumentError(exc.detail, field="flowType") from None
-        times = check_times(spec.every, spec.cron, spec.timezone)
-        try:
-            overlap = OverlapPolicy(spec.overlap)
-        except ValueError:
-            raise InvalidArgumentError(
-                "overlap must be SKIP, BUFFER_ONE, ALLOW_ALL, CANCEL_OTHER or TERMINATE_OTHER",
-                field="overlap",
-            ) from None
-        window = spec.catchup_window
-        if not isinstance(window, timedelta) or not timedelta(0) <= window <= timedelta(days=366):
-            raise InvalidArgumentError(
-                "catchupWindow must be between 0 and 366 days", field="catchupWindowSeconds"
-            )
-        if not isinstance(spec.paused, bool) or not isinstance(spec.note, str):
-            raise InvalidArgumentError("paused must be a boolean and note a string", field="note")
-        options = spec.start_options or StartFlowOptions()
-        if options.request_id is not None:
-            raise InvalidArgumentError(
-                "a Schedule's starts take their request IDs from their times",
-                field="startOptions.requestId",
-            )
-        # The start as it will be made (its input, options and ID checked), stored nowhere.
-        probe = action_flow_id(schedule_id, 0)
-        await self._starter.prepare(flow, probe, spec.input, options, store_blobs=False)
-        value = (
-            None
-            if flow.start_step is None
-            else _codec.validate_client_value(flow.input_type, spec.input, what="input")
-        )
-        now = to_micros(self._clock.now())
-        stored_spec = {
-            "input": _codec.to_jsonable(value),
-            "everySeconds": None if spec.every is None else int(spec.every.total_seconds()),
-            "cron": spec.cron,
-            "timezone": spec.timezone,
-            "overlap": str(overlap),
-            "catchupWindowSeconds": window.total_seconds(),
-            "startOptions": _options_json(flow, options),
-        }
-        return ScheduleState(
-            schedule_id=schedule_id,
-            flow_type=flow.flow_type,
-            spec=stored_spec,
-            paused=spec.paused,
-            note=spec.note,
-            next_time=times.next(now),
-            buffered=None,
-            last_flow_id=None,
-            skipped=0,
-            created_at=now,
-            updated_at=now,
-        )
-
-
-def _checked_id(schedule_id: Any) -> str:
-    check_id(schedule_id, "scheduleId")
-    return str(schedule_id)
-
-
-def _times(spec: dict[str, Any]) -> Times:
-    return Times(spec["everySeconds"], spec["cron"], spec["timezone"])
-
-
-def _at(micros: int) -> datetime:
-    moment = to_datetime(micros)
-    assert moment is not None
-    return moment
-
-
-def _instant(moment: Any, field: str) -> int:
-    if not isinstance(moment, datetime) or moment.tzinfo is None:
-        raise InvalidArgumentError(f"{field} must be a time with its offset", field=field)
-    return to_micros(moment.timestamp())
-
-
-def _after(token: str) -> str:
-    if not token:
-        return ""
-    try:
-        return unseal(token).decode()
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidPageTokenError("pageToken is malformed", field="pageToken") from None
-
-
-def _options_json(flow: Any, options: StartFlowOptions) -> dict[str, Any]:
-    """Return a start's options as stored JSON (values in their JSON forms)."""
-    attributes = {
-        key: _codec.to_jsonable(value) for key, value in dict(options.initial_attributes).items()
-    }
-    return {
-        "initialAttributes": attributes,
-        "idReusePolicy": str(IdReusePolicy(options.id_reuse_policy)),
-        "timeoutSeconds": None if options.timeout is None else options.timeout.total_seconds(),
-        "startDelaySeconds": (
-            None if options.start_delay is None else options.start_delay.total_seconds()
-        ),
-    }
-
-
-def _start_options(data: dict[str, Any], schedule_id: str, when: int) -> StartFlowOptions:
-    """Return the options of the start of time ``when``: the stored ones, and a request ID
-    naming the time, so a start made twice for it is one start."""
-    timeout, delay = data["timeoutSeconds"], data["startDelaySeconds"]
-    return StartFlowOptions(
-        initial_attributes={
-            key: _codec.from_jsonable(value) for key, value in data["initialAttributes"].items()
-        },
-        id_reuse_policy=IdReusePolicy(data["idReusePolicy"]),
-        timeout=None if timeout is None else timedelta(seconds=timeout),
-        request_id=f"{schedule_id}@{when}",
-        ignore_already_started=True,
-        start_delay=None if delay is None else timedelta(seconds=delay),
-    )
-
-
-def _spec_of(state: ScheduleState) -> ScheduleSpec:
-    """Return the ScheduleSpec a stored Schedule was made from."""
-    data = state.spec
-    options = _start_options(data["startOptions"], state.schedule_id, 0)
-    every = data["everySeconds"]
-    return ScheduleSpec(
-        schedule_id=state.schedule_id,
-        flow_type=state.flow_type,
-        input=_codec.from_jsonable(data["input"]),
-        every=None if every is None else timedelta(seconds=every),
-        cron=data["cron"],
-        timezone=data["timezone"],
-        overlap=OverlapPolicy(data["overlap"]),
-        catchup_window=timedelta(seconds=data["catchupWindowSeconds"]),
-        start_options=dataclasses.replace(options, request_id=None, ignore_already_started=False),
-        paused=state.paused,
-        note=state.note,
-    )
