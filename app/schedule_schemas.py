@@ -107,7 +107,7 @@ class SkipTimersBody(Request):
 class ScheduleStartOptionsResponse(Wire):
     """How each action starts its Flow."""
 
-    initial_attributes: dict[str, Any]
+    initial_attributes: AttributeValues
     id_reuse_policy: engine.IdReusePolicy
     timeout_seconds: float | None
     start_delay_seconds: float | None

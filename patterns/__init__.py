@@ -19,6 +19,8 @@ from patterns.primitives.rpc import flow as counter
 from patterns.primitives.rpc import routes as counter_routes
 from patterns.primitives.rpc_canceling_steps import flow as report
 from patterns.primitives.rpc_canceling_steps import routes as report_routes
+from patterns.primitives.schedule import flow as digest
+from patterns.primitives.schedule import routes as digest_routes
 from patterns.primitives.stream import flow as progress
 from patterns.primitives.stream import routes as progress_routes
 from patterns.primitives.subflow import flow as subflow
@@ -43,6 +45,7 @@ def bundled_flows() -> list[Flow[Any]]:
         timer.TimerFlow(),
         subflow.FanOutFlow(),
         subflow.SquareFlow(),
+        digest.DigestFlow(),
     ]
 
 
@@ -59,4 +62,5 @@ def bundled_routers() -> list[APIRouter]:
         channel_routes.router,
         timer_routes.router,
         subflow_routes.router,
+        digest_routes.router,
     ]

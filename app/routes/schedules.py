@@ -3,7 +3,9 @@ SkipTimer: a Flow type started on its own, and a Timer an operator fires early."
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Response, status
 
 from app.deps import EngineDep, LimitsDep, PageSizeQuery, PageTokenQuery
 from app.errors import responses
@@ -119,11 +121,10 @@ async def delete_schedule(scheduleId: str, eng: EngineDep) -> Response:  # noqa:
 async def pause_schedule(
     scheduleId: str,  # noqa: N803
     eng: EngineDep,
-    body: NoteBody | None = None,
+    body: Annotated[NoteBody, Body(default_factory=NoteBody)],
 ) -> ScheduleResponse:
     """Pause a Schedule with a note: it starts nothing on its own until unpaused."""
-    note = "" if body is None else body.note
-    return ScheduleResponse.of(await eng.pause_schedule(scheduleId, note))
+    return ScheduleResponse.of(await eng.pause_schedule(scheduleId, body.note))
 
 
 @router.post(
@@ -135,11 +136,10 @@ async def pause_schedule(
 async def unpause_schedule(
     scheduleId: str,  # noqa: N803
     eng: EngineDep,
-    body: NoteBody | None = None,
+    body: Annotated[NoteBody, Body(default_factory=NoteBody)],
 ) -> ScheduleResponse:
     """Unpause a Schedule with a note; the times it slept through are not made up."""
-    note = "" if body is None else body.note
-    return ScheduleResponse.of(await eng.unpause_schedule(scheduleId, note))
+    return ScheduleResponse.of(await eng.unpause_schedule(scheduleId, body.note))
 
 
 @router.post(

@@ -1,0 +1,1 @@
+"""The Schedule primitive: a Flow started on its own, every few seconds."""
