@@ -277,6 +277,42 @@ describe("the engine API", () => {
     assert.equal(typeof ready.data.status, "string");
   });
 
+  test("a Schedule: create, describe, trigger, a conflict, delete", async () => {
+    const scheduleId = flowIdFor("schedule");
+    const body = { scheduleId, flowType: "CounterFlow", everySeconds: 3600 };
+    const created = await client.POST("/api/v1/schedules", { body });
+    if (created.error) {
+      unexpected("createSchedule", created.response, created.error);
+    }
+    assert.equal(created.response.status, 201);
+    assert.equal(created.data.overlap, "SKIP");
+    assert.equal(created.data.nextActionTimes.length, 5);
+
+    const again = await client.POST("/api/v1/schedules", { body });
+    assert.ok(again.error, "a second create must fail");
+    assert.equal(again.error.code, "SCHEDULE_ALREADY_EXISTS");
+
+    const path = { params: { path: { scheduleId } } };
+    const triggered = await client.POST("/api/v1/schedules/{scheduleId}/trigger", path);
+    if (triggered.error) {
+      unexpected("triggerSchedule", triggered.response, triggered.error);
+    }
+    assert.equal(triggered.data.started, true);
+    assert.ok(triggered.data.flowId.startsWith(`${scheduleId}-`), triggered.data.flowId);
+
+    const described = await client.GET("/api/v1/schedules/{scheduleId}", path);
+    if (described.error) {
+      unexpected("describeSchedule", described.response, described.error);
+    }
+    assert.deepEqual(described.data.running, [triggered.data.flowId]);
+
+    const deleted = await client.DELETE("/api/v1/schedules/{scheduleId}", path);
+    assert.equal(deleted.response.status, 204);
+    const gone = await client.GET("/api/v1/schedules/{scheduleId}", path);
+    assert.ok(gone.error, "a deleted Schedule must be gone");
+    assert.equal(gone.error.code, "SCHEDULE_NOT_FOUND");
+  });
+
   test("listFlowTypes names the bundled examples and their RPCs", async () => {
     const { data, error, response } = await client.GET("/api/v1/flow-types");
     if (error) {
