@@ -43,6 +43,7 @@ from engine.errors import (
     UnavailableError,
 )
 from engine.flow import Flow, FlowTimeoutHandlerOptions, RPCResult, rpc
+from engine.flow_client import FlowClient
 from engine.options import (
     IdReusePolicy,
     MatchOperator,
@@ -155,6 +156,7 @@ __all__ = [
     "FailedPreconditionError",
     "Flow",
     "FlowAlreadyStartedError",
+    "FlowClient",
     "FlowInfo",
     "FlowNotActiveOrNotFoundError",
     "FlowNotFoundError",

@@ -6,7 +6,7 @@ Each method here documents the call and delegates to the runtime part that does 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine._runtime.composition import compose
 from engine._runtime.history import history_page
@@ -16,7 +16,7 @@ from engine._storage.stats import load_counts
 from engine.channel import Channel, ChannelMap
 from engine.clock import Clock, IdleProbe, to_micros
 from engine.config import EngineConfig
-from engine.flow import Flow
+from engine.flow_client import FlowClient, FlowRef
 from engine.options import MatchOperator, RPCInvokeOptions, StartFlowOptions, StopType
 from engine.registry import Registry
 from engine.results import (
@@ -35,8 +35,6 @@ from engine.results import (
 from engine.stream import Stream, StreamMessage, StreamMessagePage
 from engine.telemetry import EngineStats
 from engine.travel import BulkTimeTravelResult, TimeTravelOptions, TimeTravelResult, TravelPoint
-
-FlowRef = type[Flow[Any]] | Flow[Any] | str
 
 
 class Engine(ScheduleCalls):
@@ -452,3 +450,10 @@ class Engine(ScheduleCalls):
             services.matches.waiting(),
             0 if store is None else store.readers_waiting(),
         )
+
+
+if TYPE_CHECKING:
+
+    def _an_engine_is_a_flow_client(eng: Engine) -> FlowClient:
+        # mypy checks here that Engine has every call of FlowClient, with its signature.
+        return eng
