@@ -1,8 +1,9 @@
 """The ``dexlite`` command: ``serve`` and ``openapi``, and client commands over the REST API.
 
 The client commands (``flows``, ``flow-types``, ``rpc``, ``attributes``, ``channels``,
-``streams``) live in :mod:`app.cli.flows`, :mod:`app.cli.execute`, :mod:`app.cli.travel`,
-:mod:`app.cli.state` and :mod:`app.cli.commands`; they talk to a server through
+``streams``, ``schedules``) live in :mod:`app.cli.flows`, :mod:`app.cli.execute`,
+:mod:`app.cli.travel`, :mod:`app.cli.state`, :mod:`app.cli.schedules` and
+:mod:`app.cli.commands`; they talk to a server through
 :mod:`app.cli.client`, print through :mod:`app.cli.output` and end with the exit statuses of
 :mod:`app.cli.errors`. They import neither the app nor the engine, so they start quickly. The
 groups' Click classes (:mod:`app.cli.classes`) reflow help to the terminal's width and give

@@ -121,6 +121,46 @@ class BulkTravelResult(TypedDict):
     failed: list[TravelFailure]
 
 
+class ScheduleAction(TypedDict):
+    """A Flow a Schedule started: for which time, when, and its run's status now."""
+
+    scheduledAt: str
+    startedAt: str
+    flowId: str
+    runId: str
+    status: str
+
+
+class Schedule(TypedDict):
+    """A Schedule's description (describeSchedule, createSchedule, ...)."""
+
+    scheduleId: str
+    flowType: str
+    input: Any
+    everySeconds: int | None
+    every: int | None
+    cron: str | None
+    timezone: str
+    overlap: str
+    catchupWindowSeconds: float
+    startOptions: dict[str, Any]
+    paused: bool
+    note: str
+    nextActionTimes: list[str]
+    recentActions: list[ScheduleAction]
+    running: list[str]
+    skipped: int
+    createdAt: str
+    updatedAt: str
+
+
+class SchedulePage(TypedDict):
+    """A page of listSchedules, by ID."""
+
+    schedules: list[Schedule]
+    nextPageToken: str
+
+
 class _NoInput:
     """The type of :data:`NO_INPUT`."""
 
@@ -373,6 +413,53 @@ class Client:
             body["limit"] = limit
         return cast(BulkTravelResult, self.request("POST", "/api/v1/time-travel", body=body))
 
+    def skip_timers(
+        self, flow_id: str, step_execution_id: str, run_id: str | None = None
+    ) -> dict[str, Any]:
+        """skipTimers: ``{fired}``, how many Timers of the pending execution fired now."""
+        path = f"/api/v1/flows/{_segment(flow_id)}/timers/skip"
+        body: dict[str, Any] = {"stepExecutionId": step_execution_id}
+        if run_id is not None:
+            body["runId"] = run_id
+        return cast(dict[str, Any], self.request("POST", path, body=body))
+
+    def create_schedule(self, spec: dict[str, Any]) -> Schedule:
+        """createSchedule: the new Schedule's description."""
+        return cast(Schedule, self.request("POST", "/api/v1/schedules", body=spec))
+
+    def list_schedules(self, page_size: int | None, page_token: str) -> SchedulePage:
+        """listSchedules: one page of Schedules by ID."""
+        params = _params(pageSize=page_size, pageToken=page_token or None)
+        return cast(SchedulePage, self.request("GET", "/api/v1/schedules", params=params))
+
+    def describe_schedule(self, schedule_id: str) -> Schedule:
+        """describeSchedule: the spec, next times, recent actions, running Flows, skips."""
+        return cast(Schedule, self.request("GET", _schedule_path(schedule_id)))
+
+    def update_schedule(self, schedule_id: str, spec: dict[str, Any]) -> Schedule:
+        """updateSchedule: replace the spec (what ``spec`` leaves out takes its default)."""
+        return cast(Schedule, self.request("PUT", _schedule_path(schedule_id), body=spec))
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        """deleteSchedule; the Flows it started keep running."""
+        self.request("DELETE", _schedule_path(schedule_id))
+
+    def pause_schedule(self, schedule_id: str, note: str, *, paused: bool = True) -> Schedule:
+        """pauseSchedule (unpauseSchedule with ``paused`` False), with a note saying why."""
+        path = _schedule_path(schedule_id, "pause" if paused else "unpause")
+        return cast(Schedule, self.request("POST", path, body={"note": note}))
+
+    def trigger_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """triggerSchedule: ``{flowId, runId, started}`` of one action now."""
+        path = _schedule_path(schedule_id, "trigger")
+        return cast(dict[str, Any], self.request("POST", path))
+
+    def backfill_schedule(self, schedule_id: str, start_at: str, end_at: str) -> dict[str, Any]:
+        """backfillSchedule: ``{started: [flowId], skipped}`` for the times in [start, end)."""
+        path = _schedule_path(schedule_id, "backfill")
+        body = {"startAt": start_at, "endAt": end_at}
+        return cast(dict[str, Any], self.request("POST", path, body=body))
+
     def newest_stream_message(
         self, flow_type: str, flow_id: str, stream: str
     ) -> StreamMessage | None:
@@ -391,6 +478,11 @@ class Client:
         params = {"resumeToken": resume_token, "waitSeconds": wait_seconds}
         answer = self.request("GET", path, params=params, wait_seconds=wait_seconds)
         return cast("StreamMessage | None", answer["message"])
+
+
+def _schedule_path(schedule_id: str, action: str = "") -> str:
+    path = f"/api/v1/schedules/{_segment(schedule_id)}"
+    return f"{path}/{action}" if action else path
 
 
 def _stream_path(flow_type: str, flow_id: str, stream: str, leaf: str) -> str:

@@ -1,5 +1,6 @@
-"""The client commands besides ``flows``, ``attributes`` and ``channels``: ``flow-types``,
-``rpc`` and ``streams tail``; and :func:`register`, which adds every client command."""
+"""The client commands besides ``flows``, ``attributes``, ``channels`` and ``schedules``:
+``flow-types``, ``rpc`` and ``streams tail``; and :func:`register`, which adds every client
+command."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli import execute, output, travel
+from app.cli import execute, output, schedules, travel
 from app.cli.classes import ReflowingGroup
 from app.cli.client import Client, StreamMessage
 from app.cli.common import (
@@ -218,6 +219,7 @@ def register(app: typer.Typer) -> None:
     """Add the client commands to the ``dexlite`` command ``app``."""
     execute.register(flows)
     travel.register(flows)
+    schedules.register(app, flows)
     app.add_typer(flows)
     app.command("flow-types", epilog=EXIT_CODES)(flow_types)
     app.command("rpc", epilog=EXIT_CODES)(rpc)

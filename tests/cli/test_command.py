@@ -38,8 +38,18 @@ CLIENT_COMMANDS = {
     ("channels", "list"),
     ("channels", "publish"),
     ("streams", "tail"),
+    ("flows", "skip-timer"),
+    ("schedules", "create"),
+    ("schedules", "list"),
+    ("schedules", "describe"),
+    ("schedules", "update"),
+    ("schedules", "pause"),
+    ("schedules", "unpause"),
+    ("schedules", "trigger"),
+    ("schedules", "backfill"),
+    ("schedules", "delete"),
 }
-GROUPS = {(), ("flows",), ("attributes",), ("channels",), ("streams",)}
+GROUPS = {(), ("flows",), ("attributes",), ("channels",), ("streams",), ("schedules",)}
 SERVER_COMMANDS = {("serve",), ("openapi",)}
 
 
