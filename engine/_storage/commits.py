@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
-from engine._ids import to_rfc3339
+from engine._ids import state_key, to_rfc3339
 from engine._storage import channels, rows, starts
 from engine._storage import tables as t
 from engine._storage.effects import apply_effects, complete_if_met
@@ -37,7 +37,7 @@ from engine._storage.records import (
     execution_id,
 )
 from engine._storage.rows import LockedRun
-from engine.errors import FlowNotActiveOrNotFoundError
+from engine.errors import ChannelMessageNotFoundError, FlowNotActiveOrNotFoundError
 
 Unit = Callable[[Connection], CommitResult]
 
@@ -265,6 +265,15 @@ def delete_message(*, flow_id: str, run_id: str, deletion: ChannelDeletion, now:
                 f"Flow {flow_id} has no active run",
                 flow_id=flow_id,
                 operation="deleteChannelMessage",
+            )
+        if not channels.pending_ids(conn, run.run_id, [deletion.message_id]):
+            # Said here, not by the RPC check: this call deleted nothing and had nothing else.
+            raise ChannelMessageNotFoundError(
+                f"message {deletion.message_id} of Channel "
+                f"{state_key(deletion.channel, deletion.instance)} is not pending (consumed or "
+                "deleted already, or never published)",
+                flow_id=flow_id,
+                field="messageId",
             )
         effects = StagedEffects(channel_deletions=(deletion,), strict_deletions=True)
         return CommitResult(tuple(apply_effects(conn, run, effects, now)))

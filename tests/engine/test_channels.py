@@ -169,15 +169,21 @@ async def test_deleting_a_missing_message_depends_on_the_caller(
         await eng.start_flow(ChannelFlow, "table")
         missing = str(uuid.uuid4())
         # Implicitly transactional through a lock: fails and commits nothing.
-        with pytest.raises(ChannelMessageNotFoundError):
+        with pytest.raises(ChannelMessageNotFoundError) as by_rpc:
             await eng.invoke_rpc(flow.forget_under_lock, "table", missing)
+        assert "the transactional RPC committed nothing" in by_rpc.value.detail
         assert await values(eng, "table", "note") is None
         # Not transactional: the deletion is a no-op and the other effects commit.
         await eng.invoke_rpc(flow.forget_without_transaction, "table", missing)
         assert await values(eng, "table", "note") == "forgot"
-        # The direct call is CHANNEL_MESSAGE_NOT_FOUND.
-        with pytest.raises(ChannelMessageNotFoundError):
+        # The direct call is CHANNEL_MESSAGE_NOT_FOUND, and says so without speaking of an RPC.
+        with pytest.raises(ChannelMessageNotFoundError) as direct:
             await eng.delete_channel_message("table", "queued-messages", missing)
+        assert direct.value.detail == (
+            f"message {missing} of Channel queued-messages is not pending (consumed or deleted "
+            "already, or never published)"
+        )
+        assert direct.value.field == "messageId"
         # A known pending ID needs no load to be deleted.
         await eng.invoke_rpc(flow.queue, "table", "x")
         [pending] = await queued_ids(eng, "table")
