@@ -7,6 +7,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from engine import _codec
 from engine._ids import check_event_number, check_id, check_text, new_owner_token, state_key
 from engine._runtime import effects
@@ -18,7 +20,12 @@ from engine._specs import FlowSpec
 from engine._storage import commits, past, reads
 from engine._storage.records import LoadPlan, StagedEffects
 from engine.clock import Clock, to_micros
-from engine.errors import FlowNotActiveOrNotFoundError, FlowNotFoundError, InvalidArgumentError
+from engine.errors import (
+    FailedPreconditionError,
+    FlowNotActiveOrNotFoundError,
+    FlowNotFoundError,
+    InvalidArgumentError,
+)
 from engine.registry import Registry
 from engine.results import AttributeValues
 
@@ -184,10 +191,35 @@ def _values(
     if decoded and spec is not None:
         # Every value decodes with its definition before any is returned (the seed's Client).
         return {
-            state_key(n, i): _codec.decode(spec.states[n].value_type, text)
-            for (n, i), text in sorted(texts.items())
+            state_key(n, i): _decoded(spec, n, i, text) for (n, i), text in sorted(texts.items())
         }
     return {state_key(n, i): json.loads(text) for (n, i), text in sorted(texts.items())}
+
+
+def _decoded(spec: FlowSpec, name: str, instance: str, text: str) -> Any:
+    """Decode one stored value with its definition; a value its (changed) definition no longer
+    accepts is a FailedPreconditionError naming it, not a raw pydantic error."""
+    value_type = spec.states[name].value_type
+    try:
+        return _codec.decode(value_type, text)
+    except (ValidationError, ValueError) as exc:
+        key = state_key(name, instance)
+        shown = getattr(value_type, "__name__", repr(value_type))
+        raise FailedPreconditionError(
+            f"the stored value of Attribute {key} no longer decodes as its declared type "
+            f"{shown} (was its definition changed?): {_first_line(exc)}; "
+            "get_attributes_json reads it as JSON",
+            field=key,
+        ) from None
+
+
+def _first_line(exc: Exception) -> str:
+    errors = exc.errors() if isinstance(exc, ValidationError) else None
+    if errors:
+        first = errors[0]
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        return f"{where + ': ' if where else ''}{first.get('msg', '')}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _split(key: str) -> tuple[str, str]:
