@@ -8,6 +8,8 @@ overwritten in place, so a failed attempt's write can be observed.
 from __future__ import annotations
 
 import asyncio
+import enum
+import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,7 +21,7 @@ from engine._sharing import sharing
 from engine._specs import FlowSpec
 from engine._storage.indexes import index_write
 from engine._storage.records import NOT_DECODED, AttributeWrite, QueuedStep, StagedEffects
-from engine.errors import InvalidStepResultError
+from engine.errors import InvalidArgumentError, InvalidStepResultError
 from engine.step import Step, StepMovement
 
 
@@ -42,6 +44,14 @@ async def encode_writes(
     texts = texts or {}
     for (name, instance), value in writes.items():
         state = spec.states[name]
+        if state.hard_delete_on_null and _number_or_boolean(value):
+            # Its declaration (Any, object, an Enum of numbers) let it through: its value may not.
+            key = state_key(name, instance)
+            raise InvalidArgumentError(
+                f"hard-delete Attribute {key} holds string or object values only, not a number "
+                f"or a Boolean (got {type(value).__name__} {value!r})",
+                field=key,
+            )
         text = (
             None
             if value is None
@@ -125,3 +135,10 @@ def step_type_names(spec: FlowSpec, classes: Iterable[type[Step[Any]]]) -> tuple
     """Return the Step type names of ``classes`` (classes of no Step of this Flow select
     nothing)."""
     return tuple(sorted({spec.step_classes[c] for c in classes if c in spec.step_classes}))
+
+
+def _number_or_boolean(value: Any) -> bool:
+    """Return True for a number or a Boolean (bool is an int), or an Enum member of one."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    return isinstance(value, numbers.Number)
