@@ -14,17 +14,18 @@ import asyncio
 import contextlib
 import functools
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from engine import _codec
 from engine._outcomes import OutcomeKind
 from engine._runtime import effects, failures
 from engine._runtime.activity import Activity
+from engine._runtime.attempts import Attempt, still_running
 from engine._runtime.committer import Committer
 from engine._runtime.context import InvocationContext
-from engine._runtime.handler_threads import HandlerThreads, ThreadCall
-from engine._runtime.handoff import HandedOff, overlay
+from engine._runtime.handler_threads import HandlerThreads
+from engine._runtime.handoff import overlay
 from engine._runtime.ports import BlobStore, LockTable, StepQueue
 from engine._runtime.signals import StepCanceled
 from engine._runtime.snapshots import Snapshots
@@ -60,28 +61,6 @@ RUNTIME_RETRY_SECONDS = 1.0
 #: How long a canceled attempt still running keeps its locks at most (the seed's "about one
 #: second").
 CANCEL_GRACE_SECONDS = 1.0
-
-
-@dataclass(eq=False)
-class Attempt:
-    """One attempt of a Step execution, running in this process."""
-
-    step: QueuedStep
-    canceled: bool = False
-    task: asyncio.Task[None] | None = None
-    #: A ``def`` handler's run on the thread pool: it keeps running after a cancel.
-    thread: ThreadCall[Any] | None = field(default=None, repr=False)
-    context: InvocationContext | None = field(default=None, repr=False)
-    #: The handed-off RPC units whose writes its snapshot read: it commits only after them.
-    after: tuple[HandedOff, ...] = field(default=(), repr=False)
-
-    def cancel(self) -> None:
-        """Stop the attempt; anything it returns later is discarded."""
-        self.canceled = True
-        if self.context is not None:
-            self.context.request_cancellation()
-        if self.task is not None and self.task is not asyncio.current_task():
-            self.task.cancel()
 
 
 class Scheduler:
@@ -166,20 +145,20 @@ class Scheduler:
             if attempt is not None:
                 attempt.cancel()
             self._queue.release(step_id)
-            thread = None if attempt is None else attempt.thread
-            if thread is not None and not thread.done():
+            ended = None if attempt is None else still_running(attempt)
+            if ended is not None:
                 # The seed: Dex waits about a second for a canceled attempt to end. A ``def``
-                # handler cannot be interrupted, so its locks stay held until its thread
-                # returns (what it returns is discarded) or the grace ends.
+                # handler cannot be interrupted, and an ``async def`` one may swallow its
+                # cancellation: its locks stay held until it has ended (what it returns is
+                # discarded) or the grace ends.
                 self._locks.hold_past_end(flow_id, step_id)
-                self._release_after(flow_id, step_id, thread)
+                self._release_after(flow_id, step_id, ended)
             else:
                 self._locks.release(flow_id, step_id)
 
-    def _release_after(self, flow_id: str, step_id: str, thread: ThreadCall[Any]) -> None:
+    def _release_after(self, flow_id: str, step_id: str, ended: asyncio.Future[Any]) -> None:
         async def release() -> None:
             grace = asyncio.ensure_future(self._clock.sleep(CANCEL_GRACE_SECONDS))
-            ended = thread.when_ended()
             try:
                 await asyncio.wait({ended, grace}, return_when=asyncio.FIRST_COMPLETED)
             finally:

@@ -8,12 +8,16 @@ import asyncio
 import dataclasses
 import threading
 
+import pytest
+
 from engine import (
     Attribute,
     Context,
+    Engine,
     EngineConfig,
     Flow,
     ManualClock,
+    RPCLockConflictError,
     Step,
     StepDecision,
     StepList,
@@ -22,7 +26,9 @@ from engine import (
     go_to,
     go_to_many,
     graceful_complete,
+    rpc,
 )
+from engine._runtime.scheduler import CANCEL_GRACE_SECONDS
 from engine.testing import settle
 from tests.conftest import running_engine
 from tests.support.waiting import eventually
@@ -119,5 +125,104 @@ async def test_a_canceled_handler_that_does_not_return_holds_its_locks_about_a_s
         values = await eng.get_attributes("g", ["guarded"])
     assert released_at - before == 1.0
     assert ran == ["next ran"]
+    assert result.status == "COMPLETED"
+    assert values.values == {"guarded": "by next"}
+
+
+# -- an ``async def`` handler that swallows its cancellation -----------------------------------
+
+
+class Stubborn:
+    release = asyncio.Event()
+
+
+class SlowAsync(Step[None]):
+    def get_step_options(self) -> StepOptions:
+        return StepOptions(execute_lock_attributes=(self.flow.guarded.lock(),))
+
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        Trace.started.set()
+        try:
+            await Stubborn.release.wait()
+        except asyncio.CancelledError:  # a handler that will not stop when told
+            Trace.events.append("slow swallowed its cancellation")
+            await Stubborn.release.wait()
+        Trace.events.append("slow returned")
+        self.flow.guarded.set(context, "by slow")  # discarded: the attempt was canceled
+        return graceful_complete("slow")
+
+
+class StartAsync(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return go_to_many(StepMovement.of(SlowAsync, None), StepMovement.of(CancelerAsync, None))
+
+
+class CancelerAsync(Step[None]):
+    async def execute(self, context: Context, input: None) -> StepDecision:
+        await asyncio.to_thread(Trace.started.wait, 30)
+        return go_to(Next, None).with_canceling_steps(SlowAsync)
+
+
+class GuardedAsyncFlow(Flow[None]):
+    guarded = Attribute("guarded", str)
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(StartAsync()).other_steps(SlowAsync(), CancelerAsync(), Next())
+
+    @rpc(lock_attributes=(guarded.lock(),))
+    def touch(self, context: Context) -> str:
+        return "touched"
+
+
+async def _canceled_but_running(eng: Engine) -> None:
+    """Start the Flow and return once the stubborn handler has swallowed its cancellation
+    (the engine is not idle then: that attempt is still running, so no settle)."""
+    await eng.start_flow(GuardedAsyncFlow, "a")
+    await eventually(
+        lambda: "slow swallowed its cancellation" in Trace.events, what="the cancellation"
+    )
+
+
+async def test_an_async_handler_that_swallows_its_cancellation_holds_its_locks_until_it_returns(
+    engine_config: EngineConfig,
+) -> None:
+    _reset()
+    Stubborn.release = asyncio.Event()
+    clock = ManualClock()
+    config = dataclasses.replace(engine_config, clock=clock, retention=None)
+    async with running_engine([GuardedAsyncFlow()], config) as eng:
+        await _canceled_but_running(eng)
+        with pytest.raises(RPCLockConflictError):  # its lock is still held...
+            await eng.invoke_rpc("touch", "a")
+        pending = [s.step_type for s in (await eng.list_pending_steps("a")).steps]
+        Stubborn.release.set()  # ...until it returns
+        result = await eng.wait_for_flow("a", wait_seconds=30)
+        values = await eng.get_attributes("a", ["guarded"])
+    assert pending == ["Next"]  # queued behind the lock, not run beside the handler
+    assert Trace.events == ["slow swallowed its cancellation", "slow returned", "next ran"]
+    assert [c.step_type for c in result.completions] == ["Next"]
+    assert values.values == {"guarded": "by next"}
+
+
+async def test_an_async_handler_that_never_returns_holds_its_locks_about_a_second(
+    engine_config: EngineConfig,
+) -> None:
+    _reset()
+    Stubborn.release = asyncio.Event()
+    clock = ManualClock()
+    config = dataclasses.replace(engine_config, clock=clock, retention=None)
+    async with running_engine([GuardedAsyncFlow()], config) as eng:
+        await _canceled_but_running(eng)
+        with pytest.raises(RPCLockConflictError):
+            await eng.invoke_rpc("touch", "a")
+        clock.advance(CANCEL_GRACE_SECONDS)  # the grace ends: its locks go
+        await eventually(lambda: "next ran" in Trace.events, what="Next to run")
+        result = await eng.wait_for_flow("a", wait_seconds=30)
+        ran = list(Trace.events)
+        Stubborn.release.set()  # let it end; what it returns is discarded
+        await eventually(lambda: "slow returned" in Trace.events, what="the handler to end")
+        await settle(eng)
+        values = await eng.get_attributes("a", ["guarded"])
+    assert ran == ["slow swallowed its cancellation", "next ran"]
     assert result.status == "COMPLETED"
     assert values.values == {"guarded": "by next"}
