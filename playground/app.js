@@ -3,6 +3,8 @@
 //   catalog.js, panel.js   the examples view: the catalog runner and its Flow state panel
 //   request.js             a catalog route's request, and its curl line
 //   explorer.js            the Flows explorer's search ("#/flows?query=...")
+//   schedules.js           the explorer's Schedules ("#/schedules"), and the page of one
+//     schedule-page.js       ("#/schedules/<scheduleId>"): its times, actions and controls
 //   flow-page.js           the explorer's Flow page ("#/flows/<flowId>?runId=..."), with
 //     flow-summary.js        its summary and runs,
 //     pending.js             its pending Step executions,
@@ -28,17 +30,23 @@ import { initSearch, searchParams, showSearch } from "./explorer.js";
 import { initFlowPage, leaveFlow, showFlow } from "./flow-page.js";
 import { $, servedFlowTypes } from "./lib.js";
 import { initPanel } from "./panel.js";
+import {
+  initSchedules, leaveSchedules, parseSchedules, showSchedules,
+} from "./schedules.js";
 
-// What is on screen: "examples", "search" or "flow:<flowId>?<runId>".
+// What is on screen: "examples", "search", "flow:<flowId>?<runId>", "schedules" or
+// "schedule:<scheduleId>".
 let shown = "";
 // Whether the examples view has nothing to show: the catalog loaded, and no example of it is
 // served (a catalog that failed to load says so in the examples view instead).
 let noExamples = false;
 
 // Return what a hash names: {view: "examples", hash} or {view: "search", qs} or
-// {view: "flow", flowId, runId}.
+// {view: "flow", flowId, runId} or {view: "schedules"} or {view: "schedule", scheduleId}.
 function parse(rawHash) {
   const hash = rawHash.replace(/^#/, "");
+  const schedules = parseSchedules(hash);
+  if (schedules) return schedules;
   if (hash !== "/flows" && !hash.startsWith("/flows?") && !hash.startsWith("/flows/")) {
     return { view: "examples", hash };
   }
@@ -69,13 +77,18 @@ function route(userAction) {
       target = parse(location.hash);
     }
   } else if (userAction) showNote("");
-  const key = target.view === "flow" ? `flow:${target.flowId}?${target.runId}` : target.view;
-  const explorer = target.view !== "examples";
-  if (explorer && shown === "examples") leaveExamples();
+  const key = target.view === "flow" ? `flow:${target.flowId}?${target.runId}`
+    : target.view === "schedule" ? `schedule:${target.scheduleId}` : target.view;
+  const scheduling = target.view === "schedules" || target.view === "schedule";
+  const explorer = target.view !== "examples" && !scheduling;
+  if (target.view !== "examples" && shown === "examples") leaveExamples();
   if (target.view !== "flow" && shown.startsWith("flow:")) leaveFlow();
-  $("view-examples").hidden = explorer;
+  if (!scheduling) leaveSchedules();
+  $("view-examples").hidden = target.view !== "examples";
   $("view-flows").hidden = !explorer;
-  for (const [tab, on] of [[$("tab-examples"), !explorer], [$("tab-flows"), explorer]]) {
+  $("view-schedules").hidden = !scheduling;
+  for (const [tab, on] of [[$("tab-examples"), target.view === "examples"],
+                           [$("tab-flows"), explorer], [$("tab-schedules"), scheduling]]) {
     if (on) tab.setAttribute("aria-current", "page");
     else tab.removeAttribute("aria-current");
   }
@@ -83,9 +96,12 @@ function route(userAction) {
   shown = key;
   if (target.view === "examples") showExamples(target.hash, userAction);
   else if (target.view === "search") showSearch(searchParams(target.qs));
-  else showFlow(target.flowId, target.runId);
+  else if (target.view === "flow") showFlow(target.flowId, target.runId);
+  else showSchedules(target.view === "schedule" ? target.scheduleId : "");
   if (moved && target.view === "search") $("flows-heading").focus();
   if (moved && target.view === "flow") $("fx-title").focus();
+  if (moved && target.view === "schedules") $("sc-heading").focus();
+  if (moved && target.view === "schedule") $("sc-title").focus();
 }
 
 // Show a note above the views ("" hides it).
@@ -101,13 +117,14 @@ async function start() {
   initPanel();
   initSearch();
   initFlowPage();
+  initSchedules();
   noExamples = (await loadCatalog(servedFlowTypes())) && !state.examples.length;
   $("tab-examples").hidden = noExamples;
   route(false);
   window.addEventListener("hashchange", () => route(true));
   // The explorer reads with the token at each call: a new one reads the page again with it.
   $("token").addEventListener("change", () => {
-    if (!$("view-flows").hidden) route(false);
+    if (!$("view-flows").hidden || !$("view-schedules").hidden) route(false);
   });
 }
 

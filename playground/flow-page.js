@@ -126,7 +126,9 @@ async function load({ auto = false } = {}) {
     (e) => e.eventType === "STEP_CLOSED" && e.details.traceback);
   const summary = [run, result, children, started?.details.input, failed?.details.traceback];
   if (changed("summary", summary)) renderSummary(...summary);
-  if (changed("pending", pending)) renderPending(pending, selectStep);
+  if (changed("pending", [pending, run.runId])) {
+    renderPending(pending, selectStep, { flowId, runId: run.runId, done: load });
+  }
   if (changed("attributes", attrs)) renderAttributes(attrs);
   if (changed("maps", [flowId, run.runId, page.typeInfo?.attributes])) {
     renderMapLoaders(page.typeInfo, flowId, () => page.run);

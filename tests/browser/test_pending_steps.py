@@ -17,6 +17,7 @@ from playwright.sync_api import Page, expect
 from tests.browser.shots import Shots
 from tests.browser.test_layout import assert_fits
 from tests.browser.times import clock, iso_ms
+from tests.browser.watch import allow_status
 from tests.support.waiting import wait_until
 
 TIMER = "/primitives/timer"
@@ -137,3 +138,77 @@ def test_a_wait_on_timers_channels_and_subflows_lists_each(page: Page, api: http
     expect(waits.nth(2).get_by_role("link", name="SubFlow:x-Gather-1-1")).to_have_attribute(
         "href", "#/flows/SubFlow%3Ax-Gather-1-1"
     )
+
+
+def test_skip_timer_fires_a_long_timer_and_the_run_completes_at_once(
+    laptop_page: Page, phone_page: Page, api: httpx.Client, tmp_path: Path
+) -> None:
+    flow_id = "browser-pending-skip"
+    started = api.post(f"{TIMER}/start", params={"flowId": flow_id}, json={"seconds": 3600})
+    assert started.status_code == 201, started.text
+    wait_until(
+        lambda: [s for s in pending(api, flow_id) if s["timers"]], within=10, what="the Timer"
+    )
+    shots = Shots(tmp_path)
+    # The phone first: the run is still waiting on its hour-long Timer there.
+    for page, width in ((phone_page, 390), (laptop_page, 1280)):
+        page.goto(f"/playground/#/flows/{flow_id}")
+        item = page.locator('#fx-pending .pending-step[data-exec="WaitForTimer-1"]')
+        expect(item.get_by_role("button", name="Skip the timer of WaitForTimer-1")).to_have_text(
+            "Skip timer"
+        )
+        assert_fits(page, width)
+        shots.take(page, f"pending-skip-{width}")
+
+    page = laptop_page
+    page.get_by_role("button", name="Skip the timer of WaitForTimer-1").click()
+    dialog = page.locator("#confirm-dialog")
+    expect(dialog.locator("h2")).to_have_text("Skip the timer of WaitForTimer-1?")
+    dialog.get_by_role("button", name="Skip timer").click()
+    expect(page.locator("#fx-action-result")).to_have_text(
+        "Skipped the timer of WaitForTimer-1: 1 Timer fired."
+    )
+    # The run completes without waiting out its hour.
+    expect(page.locator("#fx-status .badge")).to_have_text("COMPLETED", timeout=10_000)
+    expect(page.locator("#fx-pending-note")).to_have_text("None: the run is closed.")
+    assert api.get(f"/api/v1/flows/{flow_id}/attributes").json()["values"]["timer-status"] == (
+        "fired"
+    )
+    shots.take(page, "pending-skipped-1280")
+    shots.publish()
+
+
+def test_skip_timer_refused_shows_the_problem_detail(page: Page, api: httpx.Client) -> None:
+    """A wait with no Timer left: skipTimers answers 400, and the card shows its detail."""
+    flow_id = "browser-pending-skip-refused"
+    assert api.post(f"{CHANNEL}/start", params={"flowId": flow_id}).status_code == 201
+    allow_status(page, 400, "/timers/skip")
+    page.goto(f"/playground/#/flows/{flow_id}")
+    expect(page.locator("#fx-pending .pending-step")).to_have_count(1)
+    # Its execution waits on a Channel only, so it has no button of its own.
+    expect(page.locator(".pending-skip")).to_have_count(0)
+    page.get_by_role("button", name="Pause live updates").click()
+    # Drawn as if it waited on a Timer too, so the button is offered and refused.
+    step = {
+        "stepExecutionId": "HandlePrioritizedMessage-1",
+        "stepType": "HandlePrioritizedMessage",
+        "phase": "WAITING",
+        "attempt": 1,
+        "createdAt": "2027-01-15T08:00:00Z",
+        "dueAt": "2099-01-15T09:00:00Z",
+        "timers": ["2099-01-15T09:00:00Z"],
+        "channels": ["prioritized-messages"],
+        "subFlows": [],
+    }
+    page.evaluate(
+        """async ([step, flowId]) => {
+          const { renderPending } = await import("/playground/pending.js");
+          renderPending({ ok: true, steps: [step] }, () => {}, { flowId, runId: null });
+        }""",
+        [step, flow_id],
+    )
+    page.get_by_role("button", name="Skip the timer of HandlePrioritizedMessage-1").click()
+    page.locator("#confirm-dialog").get_by_role("button", name="Skip timer").click()
+    error = page.locator(".pending-skip-error")
+    expect(error).to_be_visible()
+    expect(error).to_have_text(re.compile(r"^Refused: \S.*[Tt]imer"))
