@@ -26,6 +26,8 @@ from engine import (
     Step,
     StepDecision,
     StepList,
+    SubFlow,
+    SubFlowOptions,
     Wait,
     graceful_complete,
     rpc,
@@ -338,3 +340,43 @@ async def test_schedules_outlive_the_engine_that_created_them(
         "nightly",
         MINUTE,
     )
+
+
+class Child(Step[None]):
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return graceful_complete("child done")
+
+
+class ChildFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Child())
+
+
+class Parent(Step[None]):
+    def wait_for(self, context: Context, input: None) -> Wait:
+        return Wait.until(SubFlow.run(ChildFlow, None, SubFlowOptions(start_delay=MINUTE)))
+
+    def execute(self, context: Context, input: None) -> StepDecision:
+        return graceful_complete("parent done")
+
+
+class ParentFlow(Flow[None]):
+    def get_steps(self) -> StepList[None]:
+        return StepList.start_step(Parent())
+
+
+async def test_a_subflow_with_a_start_delay_exists_at_once_and_runs_later(
+    config: EngineConfig, clock: ManualClock
+) -> None:
+    async with running_engine([ParentFlow(), ChildFlow()], config) as eng:
+        await eng.start_flow(ParentFlow, "parent")
+        await settle(eng)
+        [waiting] = (await eng.list_pending_steps("parent")).steps
+        [child_id] = waiting.sub_flows
+        child = await eng.describe_flow(child_id)
+        [delayed] = (await eng.list_pending_steps(child_id)).steps
+        await clock.advance_when_idle(60)
+        result = await eng.wait_for_flow("parent", wait_seconds=5)
+    assert (child.status, child.parent_flow_id) == ("RUNNING", "parent")
+    assert (delayed.step_type, delayed.due_at) == ("Child", at(T0 + 60))
+    assert (result.status, result.completions[0].output) == ("COMPLETED", "parent done")
