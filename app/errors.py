@@ -62,8 +62,13 @@ def engine_error_response(error: engine.EngineError) -> JSONResponse:
         extra["errorType"] = type(error).__name__
     if isinstance(error, engine.FlowAlreadyStartedError):
         extra["runId"] = error.run_id
-    extra.update(error.extra)
+    # An error's extra fields add to the Problem; they never replace its standard members.
+    extra.update({k: v for k, v in error.extra.items() if k not in _STANDARD_MEMBERS})
     return problem(status, code, error.detail, headers=headers, **extra)
+
+
+#: The members every Problem has, set from the error's class and detail.
+_STANDARD_MEMBERS = frozenset({"type", "title", "status", "detail", "code"})
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 import engine
 from app import problems
 from app.api_docs import install_api_docs
+from app.client import Client
 from app.errors import install_error_handlers
 from app.fast_path import FastPath
 from app.gc_tuning import tune_gc
@@ -27,7 +28,17 @@ from app.logs import RequestIDMiddleware, configure_logging
 from app.metrics import HTTPMetricsMiddleware, Metrics
 from app.middleware import BearerAuthMiddleware, BodyLimitMiddleware
 from app.openapi import install_openapi
-from app.routes import channels, flows, meta, schedules, search, state, streams, travel
+from app.routes import (
+    channels,
+    flows,
+    front_end,
+    meta,
+    schedules,
+    search,
+    state,
+    streams,
+    travel,
+)
 from app.settings import Settings
 
 PLAYGROUND_DIR = Path(__file__).resolve().parent.parent / "playground"
@@ -142,17 +153,32 @@ def create_app(
         routers = bundled_routers()
     chosen_registry = registry
 
+    remote_url = settings.remote_url
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if remote_url is not None:
+            # A front-end process: the routes call the dexlite server that runs the Flows.
+            async with Client(
+                remote_url, registry=chosen_registry, token=settings.remote_token
+            ) as client:
+                app.state.client = client
+                try:
+                    yield
+                finally:
+                    app.state.client = None
+            return
         eng = engine.Engine(chosen_registry, config)
         await eng.start()
         app.state.engine = eng
+        app.state.client = eng
         restore_gc = tune_gc(settings.gc_thresholds if settings.gc_tuning else None)
         try:
             yield
         finally:
             restore_gc()
             app.state.engine = None
+            app.state.client = None
             await eng.close()
 
     app = FastAPI(
@@ -170,6 +196,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.engine = None
+    app.state.client = None
     app.state.metrics = metrics
     app.state.limits = Limits(
         max_id_length=settings.max_id_length,
@@ -181,14 +208,11 @@ def create_app(
         max_wait_seconds=settings.max_wait_seconds,
     )
     install_error_handlers(app)
-    app.include_router(flows.router)
-    app.include_router(state.router)
-    app.include_router(channels.router)
-    app.include_router(streams.router)
-    app.include_router(search.router)
-    app.include_router(travel.router)
-    app.include_router(schedules.router)
-    app.include_router(meta.router)
+    if remote_url is None:
+        for api in (flows, state, channels, streams, search, travel, schedules, meta):
+            app.include_router(api.router)
+    else:
+        app.include_router(front_end.router)
     app.include_router(problems.router)
     for router in routers:
         app.include_router(router)

@@ -29,6 +29,14 @@ class Settings(BaseSettings):
         8 * 1024 * 1024, ge=1024, description="Request bodies over this size get 413."
     )
     cors_origins: list[str] = Field(default_factory=list, description="Allowed CORS origins.")
+    remote_url: str | None = Field(
+        None,
+        description="A front-end process: serve the bundled examples' routes against the "
+        "dexlite server at this URL (this process runs no engine and serves no /api/v1).",
+    )
+    remote_token: str | None = Field(
+        None, description="The bearer token sent to the server of remote_url, if it needs one."
+    )
     sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = Field(
         "FULL", description="SQLite synchronous mode; FULL survives power loss."
     )

@@ -20,9 +20,9 @@ from pydantic.alias_generators import to_camel
 
 from engine import (
     AttributeLock,
-    Engine,
     Flow,
     FlowAlreadyStartedError,
+    FlowClient,
     RPCLockConflictError,
     StartFlowOptions,
 )
@@ -72,9 +72,10 @@ FIRST_BACKOFF_SECONDS = 0.002
 MAX_BACKOFF_SECONDS = 0.1
 
 
-def engine_of(request: Request) -> Engine:
-    """Return the Engine the app built in its lifespan."""
-    return request.app.state.engine  # type: ignore[no-any-return]
+def client_of(request: Request) -> FlowClient:
+    """Return the FlowClient the app's routes call: its own Engine, or (a front-end process,
+    ``DEXLITE_REMOTE_URL``) a Client of the dexlite server that runs the Flows."""
+    return request.app.state.client  # type: ignore[no-any-return]
 
 
 async def start_or_report_running(
@@ -89,7 +90,7 @@ async def start_or_report_running(
     """Start a run of ``flow``: 201 with ``started`` true, or 200 with the run already running.
 
     Args:
-        request: The request whose app holds the Engine.
+        request: The request whose app holds the FlowClient.
         response: The route's response, whose status code this sets.
         model: The route's start response model.
         flow: The Flow class to start.
@@ -101,7 +102,7 @@ async def start_or_report_running(
         The started run, or the running one (its run ID is empty when the engine did not say).
     """
     try:
-        result = await engine_of(request).start_flow(flow, flow_id, input, options)
+        result = await client_of(request).start_flow(flow, flow_id, input, options)
     except FlowAlreadyStartedError as exc:
         response.status_code = status.HTTP_200_OK
         return model(flow_id=flow_id, run_id=exc.run_id or "", started=False)

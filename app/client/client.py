@@ -24,6 +24,11 @@ class Client(FlowCalls, StateCalls, StreamCalls, ScheduleCalls):
     are validated and decoded with their declared types, as in process.
     """
 
+    async def check_ready(self) -> None:
+        """Return once the server answers that it is ready (its /readyz); raise
+        UnavailableError (or the Problem's error) otherwise."""
+        await self._call("GET", "/readyz", "ready")
+
     async def __aenter__(self) -> Client:
         return self
 

@@ -15,7 +15,18 @@ import engine
 
 #: Problem members the error's own fields carry; the rest go to ``EngineError.extra``.
 _CONSUMED = frozenset(
-    {"type", "title", "detail", "field", "flowId", "runId", "lockKey", "position", "errorType"}
+    {
+        "type",
+        "title",
+        "detail",
+        "field",
+        "flowId",
+        "runId",
+        "lockKey",
+        "position",
+        "errorType",
+        "retryable",
+    }
 )
 
 #: Codes the HTTP layer answers with itself: the engine class nearest to each.
@@ -111,6 +122,11 @@ def _build(
         # error's ``errors`` list, fields an application's error adds) stays readable.
         "extra": {k: v for k, v in problem.items() if k not in _CONSUMED},
     }
+    # The wire code stays readable only where the class does not say it (an HTTP-level code
+    # raised as its nearest engine class); the status is the class's.
+    common["extra"].pop("status", None)
+    if common["extra"].get("code") == cls.code:
+        common["extra"].pop("code")
     error = _construct(cls, detail, problem, common)
     retryable = problem.get("retryable")
     if isinstance(retryable, bool):

@@ -15,7 +15,7 @@ from patterns._shared import (
     FlowIdQuery,
     RequestBody,
     Wire,
-    engine_of,
+    client_of,
     retry_lock_conflicts,
     start_or_report_running,
 )
@@ -116,7 +116,7 @@ async def upsert_profile(
     The upsert locks and loads the one CustomerProfilesByEmailPartition instance the email
     hashes to, so upserts to other partitions go on meanwhile.
     """
-    eng = engine_of(request)
+    eng = client_of(request)
     payload = UpsertProfileInput(email=body.email, display_name=body.display_name)
     partition = partition_of(payload.email)
     profile = await retry_lock_conflicts(
@@ -148,7 +148,7 @@ async def get_profile(
     flow_id: FlowIdQuery = DEFAULT_FLOW_ID,
 ) -> CustomerProfileResponse:
     """Return the profile of an email, loading exactly its partition and taking no lock."""
-    profile = await engine_of(request).invoke_rpc(
+    profile = await client_of(request).invoke_rpc(
         FLOW.get_profile,
         flow_id,
         GetProfileInput(email=email),

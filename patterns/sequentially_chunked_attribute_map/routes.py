@@ -15,7 +15,7 @@ from patterns._shared import (
     FlowIdQuery,
     RequestBody,
     Wire,
-    engine_of,
+    client_of,
     retry_lock_conflicts,
     start_or_report_running,
 )
@@ -115,7 +115,7 @@ async def register(
     body: RegisterBody, request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
 ) -> SubscriberResponse:
     """Append a subscriber; retries RPC lock conflicts with jittered exponential backoff."""
-    eng = engine_of(request)
+    eng = client_of(request)
     payload = RegisterSubscriberInput(email=body.email, name=body.name)
     record = await retry_lock_conflicts(
         request,
@@ -146,7 +146,7 @@ async def subscribers(
 ) -> SubscribersPageResponse:
     """Return one chunk, newest first, loading exactly that AttributeMap instance."""
     token = check_page_token(page_token)
-    page = await engine_of(request).invoke_rpc(
+    page = await client_of(request).invoke_rpc(
         FLOW.get_subscriber_page,
         flow_id,
         GetSubscriberPageInput(page_token=token),

@@ -14,7 +14,7 @@ from patterns._shared import (
     RequestBody,
     StartResponse,
     Wire,
-    engine_of,
+    client_of,
     start_or_report_running,
 )
 from patterns.primitives.attribute.flow import (
@@ -123,7 +123,7 @@ async def update_status(
     Locks need an active run: once AttributeStep has completed the Flow this is 404
     FLOW_NOT_ACTIVE_OR_NOT_FOUND. A held lock is 409 RPC_LOCK_CONFLICT with Retry-After.
     """
-    committed = await engine_of(request).invoke_rpc(FLOW.update_status, flow_id, body.status)
+    committed = await client_of(request).invoke_rpc(FLOW.update_status, flow_id, body.status)
     return UpdateStatusResponse(status=committed)
 
 
@@ -144,7 +144,7 @@ async def attributes(
     One committed state, no locks, no handler: it answers on a closed run too. The hard-delete
     key is resolved from the blob store; once AttributeStep deleted it, it reads as null.
     """
-    read = await engine_of(request).get_attributes(
+    read = await client_of(request).get_attributes(
         flow_id, [FLOW.status.name, PAYMENT_KEY, FLOW.model_api_key.name]
     )
     return AttributeStateResponse(

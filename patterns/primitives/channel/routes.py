@@ -23,7 +23,7 @@ from patterns._shared import (
     RequestBody,
     StartResponse,
     Wire,
-    engine_of,
+    client_of,
     start_or_report_running,
 )
 from patterns.primitives.channel.flow import (
@@ -162,7 +162,7 @@ async def queue(
     this Channel, so the message stays pending until it is moved or deleted.
     """
     value = body.value
-    message_id = await engine_of(request).publish_to_channel(flow_id, FLOW.queued_messages, value)
+    message_id = await client_of(request).publish_to_channel(flow_id, FLOW.queued_messages, value)
     return QueueMessageResponse(message_id=message_id, value=value)
 
 
@@ -189,7 +189,7 @@ async def move(
     existed), this is 404 CHANNEL_MESSAGE_NOT_FOUND and neither Channel changed.
     """
     message_id = str(body.message_id)
-    await engine_of(request).invoke_rpc(
+    await client_of(request).invoke_rpc(
         FLOW.move_queued_message_to_prioritized_messages,
         flow_id,
         QueuedMessageReference(message_id=message_id),
@@ -209,7 +209,7 @@ async def queues(request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> Ch
     One read-only RPC reads both from one snapshot, so a move never shows up in both or in
     neither. It loads the Channels' messages (sizes need no load) and consumes nothing.
     """
-    snapshot = await engine_of(request).invoke_rpc(FLOW.peek_queues, flow_id)
+    snapshot = await client_of(request).invoke_rpc(FLOW.peek_queues, flow_id)
     return ChannelQueuesResponse(
         flow_id=flow_id,
         run_id=snapshot.run_id,
@@ -232,7 +232,7 @@ async def handled(request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> H
 
     A moved message shows up here once the Step has taken it, just after the move commits.
     """
-    read = await engine_of(request).get_attributes(flow_id, [FLOW.handled.name])
+    read = await client_of(request).get_attributes(flow_id, [FLOW.handled.name])
     return HandledResponse(
         flow_id=read.flow_id,
         run_id=read.run_id,

@@ -20,7 +20,7 @@ from patterns._shared import (
     RequestBody,
     StartResponse,
     Wire,
-    engine_of,
+    client_of,
     start_or_report_running,
 )
 from patterns.primitives.client_apis.flow import STAGE_CREATED, STAGE_INDEX_KEY, ShipmentFlow
@@ -135,7 +135,7 @@ async def set_stage(
     The new stage commits with its search value, so the next search and any waiting
     WaitForAttributeMatch see it at once.
     """
-    previous = await engine_of(request).invoke_rpc(FLOW.set_stage, flow_id, body.stage)
+    previous = await client_of(request).invoke_rpc(FLOW.set_stage, flow_id, body.stage)
     return SetStageResponse(previous=previous, stage=body.stage)
 
 
@@ -152,7 +152,7 @@ async def attributes(
     request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
 ) -> ShipmentAttributesResponse:
     """Read the stage with GetAttributes: committed state only, no lock, no handler."""
-    read = await engine_of(request).get_attributes(flow_id, [FLOW.stage.name])
+    read = await client_of(request).get_attributes(flow_id, [FLOW.stage.name])
     return ShipmentAttributesResponse(
         flow_id=read.flow_id, run_id=read.run_id, stage=read.values.get(FLOW.stage.name)
     )
@@ -189,7 +189,7 @@ async def search(
     parentheses cannot widen it. A query error's position counts in the scoped query.
     """
     query = scoped_query(caller_filter)
-    page = await engine_of(request).search_flows(query, page_size, page_token, flow_type=FLOW_TYPE)
+    page = await client_of(request).search_flows(query, page_size, page_token, flow_type=FLOW_TYPE)
     return ShipmentSearchResponse(
         query=query,
         flows=[
@@ -223,7 +223,7 @@ async def wait_for_stage(
     Answers as soon as a set-stage commit makes it match (or at once if it already does), else
     `matched: false` when the wait ends. Send set-stage from a second tab or a shell meanwhile.
     """
-    match = await engine_of(request).wait_for_attribute_match(
+    match = await client_of(request).wait_for_attribute_match(
         flow_id,
         FLOW.stage.name,
         MatchOperator.EQ,

@@ -19,7 +19,7 @@ from patterns._shared import (
     RequestBody,
     StartResponse,
     Wire,
-    engine_of,
+    client_of,
     start_or_report_running,
 )
 from patterns.primitives.rpc.flow import (
@@ -113,7 +113,7 @@ async def increment(
     increments serialize through the lock, so none is lost.
     """
     by = body.by
-    value = await engine_of(request).invoke_rpc(FLOW.increment, flow_id, by)
+    value = await client_of(request).invoke_rpc(FLOW.increment, flow_id, by)
     return CounterResponse(counter=value)
 
 
@@ -134,7 +134,7 @@ async def hold(
     increments in between get 409. Several holds queue one behind the other.
     """
     seconds = body.seconds
-    held = await engine_of(request).invoke_rpc(FLOW.hold_counter_lock, flow_id, seconds)
+    held = await client_of(request).invoke_rpc(FLOW.hold_counter_lock, flow_id, seconds)
     return HoldResponse(seconds=held)
 
 
@@ -149,7 +149,7 @@ async def counter(request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> C
 
     It also answers on a closed run, so its success does not prove the Flow is running.
     """
-    value = await engine_of(request).invoke_rpc(FLOW.read_counter, flow_id)
+    value = await client_of(request).invoke_rpc(FLOW.read_counter, flow_id)
     return CounterResponse(counter=value)
 
 
@@ -165,5 +165,5 @@ async def finish(request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> Fi
     FinishCounting queues for the lock behind any hold, then completes the Flow with the final
     count (see GET /api/v1/flows/{flowId}/result).
     """
-    run_id = await engine_of(request).invoke_rpc(FLOW.finish, flow_id)
+    run_id = await client_of(request).invoke_rpc(FLOW.finish, flow_id)
     return FinishResponse(flow_id=flow_id, run_id=run_id)

@@ -14,7 +14,7 @@ from patterns._shared import (
     RequestBody,
     StartResponse,
     Wire,
-    engine_of,
+    client_of,
     start_or_report_running,
 )
 from patterns.primitives.rpc_canceling_steps.flow import (
@@ -103,7 +103,7 @@ async def stop(request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID) -> Repo
     promise the report was stopped: it may have committed just before the cancellation, and
     then FinishReportStop lets the Flow deliver it. Read the outcome from the status route.
     """
-    stopped = await engine_of(request).invoke_rpc(FLOW.stop_report, flow_id)
+    stopped = await client_of(request).invoke_rpc(FLOW.stop_report, flow_id)
     return ReportStopResponse(stopped=stopped)
 
 
@@ -117,7 +117,7 @@ async def report_status(
     request: Request, flow_id: FlowIdQuery = DEFAULT_FLOW_ID
 ) -> ReportStatusResponse:
     """Return the latest run's status with its committed report status and report."""
-    eng = engine_of(request)
+    eng = client_of(request)
     info = await eng.describe_flow(flow_id)
     if info.flow_type != ReportFlow.flow_type():
         raise FlowNotFoundError(

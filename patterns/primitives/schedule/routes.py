@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Request, Response, status
 from pydantic import Field
 
 from engine import OverlapPolicy, ScheduleAlreadyExistsError, ScheduleDescription, ScheduleSpec
-from patterns._shared import PROBLEM, RequestBody, Wire, engine_of
+from patterns._shared import PROBLEM, RequestBody, Wire, client_of
 from patterns.primitives.schedule.flow import DigestFlow, DigestInput
 
 SCHEDULE_ID = "primitive-schedule"
@@ -88,7 +88,7 @@ async def start(
 ) -> ScheduleStatusResponse:
     """Create the Schedule that starts a DigestFlow every `everySeconds` (SKIP overlap);
     200 with the Schedule as it is when it exists already."""
-    eng = engine_of(request)
+    eng = client_of(request)
     spec = ScheduleSpec(
         SCHEDULE_ID,
         DigestFlow,
@@ -112,7 +112,7 @@ async def start(
 )
 async def schedule_status(request: Request) -> ScheduleStatusResponse:
     """Describe the Schedule: next five times, last ten DigestFlows, running ones, skips."""
-    return _status(await engine_of(request).describe_schedule(SCHEDULE_ID))
+    return _status(await client_of(request).describe_schedule(SCHEDULE_ID))
 
 
 @router.post(
@@ -123,7 +123,7 @@ async def schedule_status(request: Request) -> ScheduleStatusResponse:
 )
 async def trigger(request: Request) -> TriggeredResponse:
     """Start a DigestFlow now, under the Schedule's overlap policy."""
-    found = await engine_of(request).trigger_schedule(SCHEDULE_ID)
+    found = await client_of(request).trigger_schedule(SCHEDULE_ID)
     return TriggeredResponse(flow_id=found.flow_id, run_id=found.run_id, started=found.started)
 
 
@@ -135,5 +135,5 @@ async def trigger(request: Request) -> TriggeredResponse:
 )
 async def stop(request: Request) -> Response:
     """Delete the Schedule; the DigestFlows it started are kept."""
-    await engine_of(request).delete_schedule(SCHEDULE_ID)
+    await client_of(request).delete_schedule(SCHEDULE_ID)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -19,7 +19,7 @@ from patterns._shared import (
     RequestBody,
     StartResponse,
     Wire,
-    engine_of,
+    client_of,
     start_or_report_running,
 )
 from patterns.primitives.stream.flow import (
@@ -111,7 +111,7 @@ async def messages(
     Pass nextPageToken as beforePageToken for the next older page (empty on the last page).
     Messages live in the server's memory: they vanish when it restarts.
     """
-    page = await engine_of(request).list_stream_messages(
+    page = await client_of(request).list_stream_messages(
         flow_id, FLOW.progress, page_size, before_page_token, flow_type=ProgressFlow
     )
     return ProgressMessagesResponse(

@@ -13,14 +13,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request, Response, status
 from pydantic import Field, ValidationInfo, field_validator
 
-from engine import Engine, FlowInfo, FlowNotFoundError, FlowResult
+from engine import FlowClient, FlowInfo, FlowNotFoundError, FlowResult
 from patterns._shared import (
     PROBLEM,
     FlowIdQuery,
     RequestBody,
     StartResponse,
     Wire,
-    engine_of,
+    client_of,
     start_or_report_running,
 )
 from patterns.primitives.subflow.flow import (
@@ -200,7 +200,7 @@ async def result(
     RUNNING with a null output while children are still open; once it completed, the output
     lists what `SubFlow.get_condition_results` gave for each child, in index order.
     """
-    eng = engine_of(request)
+    eng = client_of(request)
     info = await _describe_parent(eng, flow_id, "getSubFlowParentResult")
     read = await eng.wait_for_flow(flow_id, info.run_id, wait_seconds)
     output = None
@@ -237,7 +237,7 @@ async def children(
     children of all of them); ``ParentRunId`` names the children this run started. Each
     child's output comes from its own result.
     """
-    eng = engine_of(request)
+    eng = client_of(request)
     info = await _describe_parent(eng, flow_id, "listSubFlowChildren")
     query = f"ParentRunId = {_quote(info.run_id)}"
     found = (await eng.search_flows(query, SEARCH_PAGE_SIZE)).flows
@@ -255,7 +255,7 @@ def _quote(text: str) -> str:
     return f"'{escaped}'"
 
 
-async def _describe_parent(eng: Engine, flow_id: str, operation: str) -> FlowInfo:
+async def _describe_parent(eng: FlowClient, flow_id: str, operation: str) -> FlowInfo:
     info = await eng.describe_flow(flow_id)
     if info.flow_type != FanOutFlow.flow_type():
         raise FlowNotFoundError(

@@ -15,7 +15,7 @@ from patterns._shared import (
     RequestBody,
     StartResponse,
     Wire,
-    engine_of,
+    client_of,
     start_or_report_running,
 )
 from patterns.primitives.timer.flow import DEFAULT_SECONDS, MAX_SECONDS, TimerFlow, TimerInput
@@ -79,7 +79,7 @@ async def timer_status(
     closedAt is set once the Timer has fired. The timer-status Attribute reads `waiting` once
     the wait has begun (its due time is committed), then `fired`.
     """
-    info = await engine_of(request).describe_flow(flow_id)
+    info = await client_of(request).describe_flow(flow_id)
     if info.flow_type != TimerFlow.flow_type():
         raise FlowNotFoundError(
             f"Flow {flow_id} is a {info.flow_type}, not a {TimerFlow.flow_type()}",
