@@ -34,6 +34,7 @@ MODULES = [
     "costs",
     "change_log",
     "schedules",
+    "client_hop",
 ]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 
