@@ -245,3 +245,18 @@ __all__ = [
     "rpc",
     "to_json_data",
 ]
+
+
+def _public_module() -> None:
+    """Name ``engine`` as the module of every public name defined inside the package (as
+    httpx does): reprs, tracebacks and docs say ``engine.RunStatus``, not a private path."""
+    for name in __all__:
+        value = globals()[name]
+        module = getattr(value, "__module__", None)
+        if isinstance(module, str) and module.startswith("engine.") and name == getattr(
+            value, "__name__", None
+        ):
+            value.__module__ = "engine"
+
+
+_public_module()

@@ -190,3 +190,15 @@ def test_no_engine_module_is_over_500_lines() -> None:
         if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+def test_public_names_say_engine_is_their_module() -> None:
+    defined_here = [
+        getattr(engine, name)
+        for name in engine.__all__
+        if getattr(getattr(engine, name), "__name__", None) == name
+    ]
+    assert defined_here, "no public class or function found"
+    assert {value.__module__ for value in defined_here} == {"engine"}
+    assert repr(engine.Engine) == "<class 'engine.Engine'>"
+    assert f"{engine.RunStatus.__module__}.{engine.RunStatus.__qualname__}" == "engine.RunStatus"
