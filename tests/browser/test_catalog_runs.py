@@ -13,7 +13,12 @@ from playwright.sync_api import Page, expect
 from tests.browser.test_playground import CATALOG, PREFIX, send
 
 EXAMPLES: list[dict[str, Any]] = json.loads(CATALOG.read_text())["examples"]
-STARTS = [example for example in EXAMPLES if any(r["id"] == "start" for r in example["routes"])]
+#: The examples whose start route starts a Flow (the Schedule example's creates a Schedule).
+STARTS = [
+    example
+    for example in EXAMPLES
+    if "flow" in example and any(r["id"] == "start" for r in example["routes"])
+]
 
 
 def click_route(page: Page, route: str) -> None:
@@ -25,7 +30,28 @@ def click_route(page: Page, route: str) -> None:
 
 
 def test_every_example_has_a_start_route() -> None:
-    assert {example["id"] for example in STARTS} == {example["id"] for example in EXAMPLES}
+    for example in EXAMPLES:
+        assert any(r["id"] == "start" for r in example["routes"]), example["id"]
+    assert {example["id"] for example in EXAMPLES if "flow" not in example} == {"schedule"}
+
+
+def test_the_schedule_example_creates_its_schedule_from_a_click(
+    page: Page, api: httpx.Client
+) -> None:
+    page.goto("/playground/")
+    click_route(page, "schedule/start")
+    page.get_by_label(re.compile(r"^everySeconds\b")).fill("86400")  # nothing fires meanwhile
+    try:
+        status, body = send(page)
+        assert status == 201, body
+        assert (body["scheduleId"], body["everySeconds"], body["overlap"]) == (
+            "primitive-schedule",
+            86400,
+            "SKIP",
+        )
+        assert api.get("/api/v1/schedules/primitive-schedule").status_code == 200
+    finally:
+        api.delete("/api/v1/schedules/primitive-schedule")
 
 
 @pytest.mark.parametrize("example", STARTS, ids=[example["id"] for example in STARTS])

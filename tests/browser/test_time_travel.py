@@ -43,8 +43,16 @@ def handle_messages(api: httpx.Client, flow_id: str, values: list[str]) -> dict[
         )
         assert published.status_code == 201, published.text
         wait_until(lambda n=n: step_closed(api, flow_id, n), within=10, what=f"handling {value}")
+    # The next execution's wait has begun (its STEP_WAITING is in): the history holds still.
+    wait_until(lambda: waiting_for_a_message(api, flow_id), within=10, what="the next wait")
     body: dict[str, Any] = started.json()
     return body
+
+
+def waiting_for_a_message(api: httpx.Client, flow_id: str) -> bool:
+    """Return whether the Flow's latest run has a Step execution waiting on its Channel."""
+    steps = api.get(f"/api/v1/flows/{flow_id}/pending-steps").json()["steps"]
+    return any(step["phase"] == "WAITING" for step in steps)
 
 
 def latest(api: httpx.Client, flow_id: str) -> dict[str, Any]:
