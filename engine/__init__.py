@@ -253,8 +253,10 @@ def _public_module() -> None:
     for name in __all__:
         value = globals()[name]
         module = getattr(value, "__module__", None)
-        if isinstance(module, str) and module.startswith("engine.") and name == getattr(
-            value, "__name__", None
+        if (
+            isinstance(module, str)
+            and module.startswith("engine.")
+            and name == getattr(value, "__name__", None)
         ):
             value.__module__ = "engine"
 
