@@ -179,7 +179,9 @@ class _Link:
         # The extended protocol runs a COMMIT as Parse (statement) + Bind (portal) + Execute
         # + Sync, and asyncpg may Parse a statement once and execute it later by name: follow
         # the names, so that the cut comes after the COMMIT is executed, not merely prepared.
-        self._commit_statements: set[bytes] = set()
+        # Every prepared statement's text by name: the texts to cut at may be armed after a
+        # statement was prepared (a pooled connection reuses it without a new Parse).
+        self._statements: dict[bytes, bytes] = {}
         self._commit_portals: set[bytes] = set()
         self._commit_executed = False
 
@@ -212,14 +214,12 @@ class _Link:
         if kind == b"P":  # Parse: statement name, query, parameter types
             name, offset = _cstring(payload, 0)
             sql, _ = _cstring(payload, offset)
-            if _starts(sql, self.proxy._commit_texts):
-                self._commit_statements.add(name)
-            else:
-                self._commit_statements.discard(name)  # the name now means another query
+            self._statements[name] = sql  # the name now means this query
         elif kind == b"B":  # Bind: portal name, statement name, ...
             portal, offset = _cstring(payload, 0)
             statement, _ = _cstring(payload, offset)
-            if statement in self._commit_statements:
+            sql = self._statements.get(statement, b"")
+            if _starts(sql, self.proxy._commit_texts):
                 self._commit_portals.add(portal)
             else:
                 self._commit_portals.discard(portal)
@@ -230,7 +230,7 @@ class _Link:
         elif kind == b"C":  # Close: 'S' statement or 'P' portal, then its name
             name, _ = _cstring(payload, 1)
             if payload[:1] == b"S":
-                self._commit_statements.discard(name)
+                self._statements.pop(name, None)
             else:
                 self._commit_portals.discard(name)
         elif kind == b"S":  # Sync: the server runs what came before and answers
