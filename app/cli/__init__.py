@@ -3,9 +3,10 @@
 The client commands (``flows``, ``flow-types``, ``rpc``, ``attributes``, ``channels``,
 ``streams``, ``schedules``) live in :mod:`app.cli.flows`, :mod:`app.cli.execute`,
 :mod:`app.cli.travel`, :mod:`app.cli.state`, :mod:`app.cli.schedules` and
-:mod:`app.cli.commands`; they talk to a server through
-:mod:`app.cli.client`, print through :mod:`app.cli.output` and end with the exit statuses of
-:mod:`app.cli.errors`. They import neither the app nor the engine, so they start quickly. The
+:mod:`app.cli.commands`; they talk to a server through :class:`app.client.Client` (the
+same client applications use), print through :mod:`app.cli.output` (``--json`` with the
+server's own wire models, :mod:`app.cli.wire`) and end with the exit statuses of
+:mod:`app.cli.errors`. They do not import the FastAPI app, so they start quickly. The
 groups' Click classes (:mod:`app.cli.classes`) reflow help to the terminal's width and give
 ``attributes`` and ``channels`` a default subcommand.
 """

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli import execute, output, schedules, travel
+import engine
+from app.cli import execute, output, schedules, travel, wire
 from app.cli.classes import ReflowingGroup
-from app.cli.client import Client, StreamMessage
 from app.cli.common import (
     DEFAULT_URL,
     EXIT_CODES,
@@ -22,12 +22,16 @@ from app.cli.common import (
     RunIdOption,
     TokenOption,
     UrlOption,
+    given,
     parse_input,
-    session,
+    reported,
+    run,
 )
 from app.cli.errors import CommandError, ExitCode
 from app.cli.flows import flows
 from app.cli.state import attributes, channels
+from app.client import Client
+from app.schemas import FlowTypeInfo, InvokeRpcResponse
 
 #: How long each read of ``streams tail`` waits on the server for a message (its maximum).
 TAIL_WAIT_SECONDS = 60.0
@@ -52,21 +56,22 @@ def flow_types(
 ) -> None:
     """List the Flow types the server runs; with FLOW_TYPE, what its start takes as input
     (the JSON Schema `flows start --input` must match) and its RPCs (listFlowTypes)."""
-    with session(url, token) as api:
-        served = api.list_flow_types()
-        found = [t for t in served if flow_type in (None, t["flowType"])]
-        if not found and flow_type is not None:
-            known = ", ".join(t["flowType"] for t in served) or "none"
+    served = run(url, token, lambda api: api.fetch_flow_types())
+    found = [t for t in served if flow_type in (None, t.flow_type)]
+    if not found and flow_type is not None:
+        known = ", ".join(t.flow_type for t in served) or "none"
+        with reported(url):
             raise CommandError(
                 "FLOW_TYPE_NOT_FOUND",
                 f"Flow type {flow_type!r} is not served here (served: {known})",
                 ExitCode.NOT_FOUND,
             )
     if json_output:
-        output.emit_json(found if flow_type is None else found[0])
+        shown = [wire.dump(FlowTypeInfo.of(t)) for t in found]
+        output.emit_json(shown if flow_type is None else shown[0])
     elif flow_type is None:
         rows = [
-            [t["flowType"], t["startStep"] or "-", ", ".join(r["name"] for r in t["rpcs"]) or "-"]
+            [t.flow_type, t.start_step or "-", ", ".join(r.name for r in t.rpcs) or "-"]
             for t in found
         ]
         output.emit(output.table(["FLOW TYPE", "START STEP", "RPCS"], rows))
@@ -75,18 +80,15 @@ def flow_types(
         blocks = [
             output.pairs(
                 [
-                    ("Flow type", info["flowType"]),
-                    ("Start Step", info["startStep"] or "- (starts with a null input)"),
-                    ("Steps", ", ".join(s["stepType"] for s in info["steps"]) or "-"),
+                    ("Flow type", info.flow_type),
+                    ("Start Step", info.start_step or "- (starts with a null input)"),
+                    ("Steps", ", ".join(s.step_type for s in info.steps) or "-"),
                 ]
             ),
-            "Input (JSON Schema):\n" + json.dumps(info["inputSchema"], indent=2),
+            "Input (JSON Schema):\n" + json.dumps(info.input_schema, indent=2),
         ]
-        if info["rpcs"]:
-            rpcs = [
-                [r["name"], json.dumps(r.get("inputSchema"), separators=(",", ":"))]
-                for r in info["rpcs"]
-            ]
+        if info.rpcs:
+            rpcs = [[r.name, json.dumps(r.input_schema, separators=(",", ":"))] for r in info.rpcs]
             blocks.append(output.table(["RPC", "INPUT SCHEMA"], rpcs))
         output.emit("\n\n".join(blocks))
 
@@ -101,12 +103,14 @@ def rpc(
     json_output: JsonOption = False,
 ) -> None:
     """Invoke the RPC NAME on a running Flow and print its output (invokeRpc)."""
-    with session(url, token) as api:
-        body = api.invoke_rpc(flow_id, name, parse_input(input), run_id)
+    with reported(url):
+        value = given(parse_input(input))
+    # By name, with no Registry: the input goes as given and the output comes back as JSON.
+    answer = run(url, token, lambda api: api.invoke_rpc(name, flow_id, value, run_id=run_id))
     if json_output:
-        output.emit_json(body)
+        output.emit_json(wire.dump(InvokeRpcResponse(output=engine.to_json_data(answer))))
     else:
-        output.emit(_readable(body["output"]))
+        output.emit(_readable(answer))
 
 
 def _where(value: list[str]) -> list[str]:
@@ -154,22 +158,25 @@ def tail(
     so the Flow must exist (else exit 3).
     """
     *named_type, flow_id, stream = where
-    with session(url, token) as api:
+
+    async def tail_stream(api: Client) -> None:
         # Streams are addressed by Flow type too; without one, the Flow's own is meant.
-        flow_type = named_type[0] if named_type else api.describe_flow(flow_id)["flowType"]
+        flow_type = named_type[0] if named_type else (await api.describe_flow(flow_id)).flow_type
         where_shown = f"{flow_type}/{flow_id}/{stream}"
-        resume_token = "" if from_start else _newest_token(api, flow_type, flow_id, stream)
+        resume_token = "" if from_start else await _newest_token(api, flow_type, flow_id, stream)
         start = "the oldest retained message" if from_start else "the next new message"
         if follow:
             output.note(f"following {where_shown} from {start} (Ctrl-C to stop)")
-        try:
-            _follow(api, (flow_type, flow_id, stream), resume_token, limit, follow, json_output)
-        except KeyboardInterrupt:
-            # The way out of a follow, not a failure: no traceback, the shell's status for it.
-            raise typer.Exit(INTERRUPTED) from None
+        await _follow(api, (flow_type, flow_id, stream), resume_token, limit, follow, json_output)
+
+    try:
+        run(url, token, tail_stream)
+    except KeyboardInterrupt:
+        # The way out of a follow, not a failure: no traceback, the shell's status for it.
+        raise typer.Exit(INTERRUPTED) from None
 
 
-def _follow(
+async def _follow(
     api: Client,
     where: tuple[str, str, str],
     resume_token: str,
@@ -178,31 +185,35 @@ def _follow(
     json_output: bool,
 ) -> None:
     """Print the messages after ``resume_token`` until ``limit``, or none is waiting."""
+    flow_type, flow_id, stream = where
     printed = 0
     while limit is None or printed < limit:
         wait = TAIL_WAIT_SECONDS if follow else 0.0
-        message = api.read_stream(*where, resume_token, wait)
+        message = await api.read_stream(
+            flow_id, stream, resume_token, wait_seconds=wait, flow_type=flow_type
+        )
         if message is None:
             if follow:
                 continue
             break
         _print_message(message, json_output)
-        resume_token = message["resumeToken"]
+        resume_token = message.resume_token
         printed += 1
 
 
-def _newest_token(api: Client, flow_type: str, flow_id: str, stream: str) -> str:
+async def _newest_token(api: Client, flow_type: str, flow_id: str, stream: str) -> str:
     """Return the resume token after which new messages come (empty when there are none)."""
-    newest = api.newest_stream_message(flow_type, flow_id, stream)
-    return "" if newest is None else newest["resumeToken"]
+    newest = await api.list_stream_messages(flow_id, stream, 1, flow_type=flow_type)
+    return newest.messages[0].resume_token if newest.messages else ""
 
 
-def _print_message(message: StreamMessage, json_output: bool) -> None:
+def _print_message(message: engine.StreamMessage[Any], json_output: bool) -> None:
     if json_output:
-        output.emit_json_line(message)
+        output.emit_json_line(wire.stream_message(message))
     else:
-        stamp = output.when(message["createdAt"])
-        output.emit(f"{stamp}{output.GAP}{message['source']}{output.GAP}{_line(message['value'])}")
+        stamp = output.when(message.created_at)
+        value = engine.to_json_data(message.value)
+        output.emit(f"{stamp}{output.GAP}{message.source}{output.GAP}{_line(value)}")
 
 
 def _line(value: Any) -> str:

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, Final, NoReturn, TypeVar
 
 import typer
 
+import engine
 from app.cli import output
-from app.cli.client import NO_INPUT, Client
-from app.cli.errors import CommandError, ExitCode
+from app.cli.errors import CommandError, ExitCode, failure_of
+from app.client import Client
+
+T = TypeVar("T")
+
+#: Seconds a request may take beyond the long poll it asks the server for.
+TIMEOUT_SECONDS = 30.0
 
 #: Where the client commands look for a server without --url or DEXLITE_URL.
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -77,15 +84,52 @@ InputOption = Annotated[
 FlowIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The Flow ID.")]
 
 
+class _NoInput:
+    """The type of :data:`NO_INPUT`."""
+
+    def __repr__(self) -> str:
+        return "NO_INPUT"
+
+
+#: What :func:`parse_input` returns when the user gave no input (the request sends null).
+NO_INPUT: Final = _NoInput()
+
+
+def given(value: Any) -> Any:
+    """Return a parsed input for the client: :data:`NO_INPUT` is null, as the server reads a
+    request without ``input``."""
+    return None if value is NO_INPUT else value
+
+
 @contextmanager
-def session(url: str, token: str | None) -> Iterator[Client]:
-    """Yield a client of ``url``; a failure inside prints ``error: CODE: detail`` and exits."""
+def reported(url: str) -> Iterator[None]:
+    """Report a failure inside as ``error: CODE: detail`` on stderr and exit with its status:
+    a command's own, or an error of the client of ``url``."""
     try:
-        with Client(url, token) as client:
-            yield client
+        yield
     except CommandError as failure:
-        output.error(failure.code, failure.detail)
-        raise typer.Exit(int(failure.exit_code)) from None
+        _fail(failure)
+    except (engine.EngineError, json.JSONDecodeError) as error:
+        _fail(failure_of(error, url))
+
+
+def _fail(failure: CommandError) -> NoReturn:
+    output.error(failure.code, failure.detail)
+    raise typer.Exit(int(failure.exit_code)) from None
+
+
+def run(url: str, token: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
+    """Return what ``work`` returns, given a Client of ``url`` (one per command invocation,
+    closed at the end) in an event loop of its own; a failure prints ``error: CODE: detail``
+    and exits (see :func:`reported`). Ctrl-C raises KeyboardInterrupt here."""
+
+    async def main() -> T:
+        async with Client(url, token=token, timeout=TIMEOUT_SECONDS) as client:
+            return await work(client)
+
+    with reported(url):
+        return asyncio.run(main())
+    raise AssertionError("unreachable")  # pragma: no cover - reported() exits or returns
 
 
 def parse_input(raw: str | None, option: str = "--input") -> Any:

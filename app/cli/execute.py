@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+import engine
 from app.cli import output
-from app.cli.client import Client
 from app.cli.common import (
     DEFAULT_URL,
     INTERRUPTED,
@@ -17,20 +17,22 @@ from app.cli.common import (
     JsonOption,
     TokenOption,
     UrlOption,
+    given,
     parse_input,
-    session,
+    reported,
+    run,
 )
 from app.cli.flows import (
-    NOT_COMPLETED,
     RESULT_EXIT_CODES,
     FlowTypeArgument,
     IdReusePolicyOption,
     IgnoreAlreadyStartedOption,
     RequestIdOption,
     TimeoutSecondsOption,
-    show_result,
+    report_result,
     start_options,
 )
+from app.client import Client
 
 #: The longest wait one waitForFlow request may ask for, and ``--wait``'s default.
 MAX_WAIT_SECONDS = 60.0
@@ -85,33 +87,35 @@ def execute(
     REJECT_DUPLICATE or TERMINATE_IF_RUNNING.
     """
     options = start_options(id_reuse_policy, timeout_seconds, request_id, ignore_already_started)
-    with session(url, token) as api:
-        started = api.start_flow(flow_type, flow_id, parse_input(input), options)
-        run_id = started["runId"]
-        run = f"run {run_id} of Flow {flow_id}"
-        try:
-            # Inside the try: a Ctrl-C right after the notice is read must still be answered.
-            if started["started"]:
-                output.note(f"started {run}; waiting for its result")
-            else:
-                output.note(f"{run} was started by this request ID; waiting for its result")
-            body = _result(api, flow_id, run_id, wait)
-        except KeyboardInterrupt:
-            output.note(f"stopped waiting; {run} goes on")
-            # The way out of a wait, not a failure: no traceback, the shell's status for it.
-            raise typer.Exit(INTERRUPTED) from None
-    if json_output:
-        output.emit_json(body)
-    else:
-        show_result(body)
-    if body["status"] != "COMPLETED":
-        raise typer.Exit(NOT_COMPLETED)
+    with reported(url):
+        value = given(parse_input(input))
+    # The run being waited for, once started: what a Ctrl-C leaves running.
+    waiting: list[str] = []
+
+    async def start_and_wait(api: Client) -> engine.FlowResult:
+        started = await api.start_flow(flow_type, flow_id, value, options)
+        shown = f"run {started.run_id} of Flow {flow_id}"
+        waiting.append(shown)
+        if started.started:
+            output.note(f"started {shown}; waiting for its result")
+        else:
+            output.note(f"{shown} was started by this request ID; waiting for its result")
+        return await _result(api, flow_id, started.run_id, wait)
+
+    try:
+        found = run(url, token, start_and_wait)
+    except KeyboardInterrupt:
+        if waiting:
+            output.note(f"stopped waiting; {waiting[0]} goes on")
+        # The way out of a wait, not a failure: no traceback, the shell's status for it.
+        raise typer.Exit(INTERRUPTED) from None
+    report_result(found, json_output)
 
 
-def _result(api: Client, flow_id: str, run_id: str, wait: float) -> dict[str, Any]:
+async def _result(api: Client, flow_id: str, run_id: str, wait: float) -> engine.FlowResult:
     """Return waitForFlow's answer for run ``run_id`` once it is closed, polling ``wait`` s."""
     while True:
         # The run started here, not whichever is current, so a later run is never reported.
-        body = api.wait_for_flow(flow_id, run_id, wait)
-        if body["status"] != "RUNNING":
-            return body
+        found = await api.wait_for_flow(flow_id, run_id, wait)
+        if found.status != "RUNNING":
+            return found

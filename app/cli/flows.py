@@ -3,14 +3,15 @@ of Flows."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
-from app.cli import output
+import engine
+from app.cli import output, wire
 from app.cli.classes import ReflowingGroup
-from app.cli.client import Client, FlowInfo, HistoryEvent, PendingStep
 from app.cli.common import (
     DEFAULT_URL,
     EXIT_CODES,
@@ -20,10 +21,14 @@ from app.cli.common import (
     RunIdOption,
     TokenOption,
     UrlOption,
+    given,
     next_page_hint,
     parse_input,
-    session,
+    reported,
+    run,
 )
+from app.client import Client
+from app.schemas import StartFlowResponse, StopFlowResponse
 
 flows = typer.Typer(
     cls=ReflowingGroup,
@@ -32,6 +37,9 @@ flows = typer.Typer(
     epilog=EXIT_CODES,
     no_args_is_help=True,
 )
+
+#: The page size of a request without --page-size (the server's default).
+DEFAULT_PAGE_SIZE = 100
 
 PageSizeOption = Annotated[
     int | None, typer.Option("--page-size", min=1, max=1000, help="Items per page (1 to 1000).")
@@ -58,34 +66,34 @@ class StopType(StrEnum):
     FAIL = "FAIL"
 
 
-def _flow_rows(info: FlowInfo) -> list[tuple[str, str]]:
-    indexed = info["indexedAttributes"]
+def _flow_rows(info: engine.FlowInfo) -> list[tuple[str, str]]:
+    indexed = info.indexed_attributes
     return [
-        ("Flow ID", info["flowId"]),
-        ("Run ID", info["runId"]),
-        ("Flow type", info["flowType"]),
-        ("Status", info["status"]),
-        ("Started", output.when(info["startedAt"])),
-        ("Closed", output.when(info["closedAt"])),
-        ("Parent flow ID", output.text(info["parentFlowId"])),
-        ("Parent run ID", output.text(info["parentRunId"])),
+        ("Flow ID", info.flow_id),
+        ("Run ID", info.run_id),
+        ("Flow type", info.flow_type),
+        ("Status", str(info.status)),
+        ("Started", output.when(info.started_at)),
+        ("Closed", output.when(info.closed_at)),
+        ("Parent flow ID", output.text(info.parent_flow_id)),
+        ("Parent run ID", output.text(info.parent_run_id)),
         ("Indexed attributes", output.compact(indexed) if indexed else output.NONE),
     ]
 
 
-def _flow_row(info: FlowInfo) -> list[str]:
+def _flow_row(info: engine.FlowInfo) -> list[str]:
     return [
-        info["flowId"],
-        info["flowType"],
-        info["status"],
-        output.when(info["startedAt"]),
-        output.when(info["closedAt"]),
+        info.flow_id,
+        info.flow_type,
+        str(info.status),
+        output.when(info.started_at),
+        output.when(info.closed_at),
     ]
 
 
-def _event_row(event: HistoryEvent) -> list[str]:
-    details = output.compact(event["details"]) if event["details"] else output.NONE
-    return [str(event["eventId"]), event["eventType"], output.when(event["at"]), details]
+def _event_row(event: engine.HistoryEvent) -> list[str]:
+    details = output.compact(event.details) if event.details else output.NONE
+    return [str(event.event_id), str(event.event_type), output.when(event.at), details]
 
 
 #: The Flow type argument of ``start`` and ``execute``.
@@ -121,18 +129,17 @@ def start_options(
     timeout_seconds: float | None,
     request_id: str | None,
     ignore_already_started: bool,
-) -> dict[str, Any]:
-    """Return the ``options`` of a startFlow request: only those given on the command line."""
-    options: dict[str, Any] = {}
-    if id_reuse_policy is not None:
-        options["idReusePolicy"] = id_reuse_policy.value
-    if timeout_seconds is not None:
-        options["timeoutSeconds"] = timeout_seconds
-    if request_id is not None:
-        options["requestId"] = request_id
-    if ignore_already_started:
-        options["ignoreAlreadyStarted"] = True
-    return options
+) -> engine.StartFlowOptions:
+    """Return the options of a start: those given on the command line, the server's defaults
+    (the engine's) for the rest."""
+    return engine.StartFlowOptions(
+        id_reuse_policy=engine.IdReusePolicy(
+            (id_reuse_policy or IdReusePolicy.ALLOW_DUPLICATE).value
+        ),
+        timeout=None if timeout_seconds is None else timedelta(seconds=timeout_seconds),
+        request_id=request_id,
+        ignore_already_started=ignore_already_started,
+    )
 
 
 @flows.command(epilog=EXIT_CODES)
@@ -154,14 +161,21 @@ def start(
     REJECT_DUPLICATE or TERMINATE_IF_RUNNING.
     """
     options = start_options(id_reuse_policy, timeout_seconds, request_id, ignore_already_started)
-    with session(url, token) as api:
-        body = api.start_flow(flow_type, flow_id, parse_input(input), options)
+    with reported(url):
+        value = given(parse_input(input))
+    result = run(url, token, lambda api: api.start_flow(flow_type, flow_id, value, options))
     if json_output:
-        output.emit_json(body)
+        output.emit_json(
+            wire.dump(
+                StartFlowResponse(
+                    flow_id=result.flow_id, run_id=result.run_id, started=result.started
+                )
+            )
+        )
         return
-    started = "yes" if body["started"] else "no (already started by this request ID)"
+    started = "yes" if result.started else "no (already started by this request ID)"
     output.emit(
-        output.pairs([("Flow ID", body["flowId"]), ("Run ID", body["runId"]), ("Started", started)])
+        output.pairs([("Flow ID", result.flow_id), ("Run ID", result.run_id), ("Started", started)])
     )
 
 
@@ -181,13 +195,20 @@ def describe(
     WAITING or EXECUTE), its attempt, when it is due, and the Timers, Channels and SubFlows it
     waits on. --json prints describeFlow's JSON with two more keys, input and pendingSteps.
     """
-    with session(url, token) as api:
-        info = api.describe_flow(flow_id, run_id)
+
+    async def read(api: Client) -> tuple[engine.FlowInfo, Any, list[engine.PendingStep]]:
+        info = await api.describe_flow(flow_id, run_id)
         # The run just described, even if another run of the Flow ID has started since.
-        flow_input = _flow_input(api, flow_id, info["runId"])
-        pending = api.list_pending_steps(flow_id, info["runId"])["steps"]
+        flow_input = await _flow_input(api, flow_id, info.run_id)
+        pending = await api.list_pending_steps(flow_id, info.run_id)
+        return info, flow_input, pending.steps
+
+    info, flow_input, pending = run(url, token, read)
     if json_output:
-        output.emit_json({**info, "input": flow_input, "pendingSteps": pending})
+        shown = wire.flow_info(info)
+        output.emit_json(
+            {**shown, "input": flow_input, "pendingSteps": wire.pending_steps(pending)}
+        )
         return
     rows = [
         *_flow_rows(info),
@@ -204,27 +225,27 @@ def describe(
 PENDING_HEADERS = ["STEP EXECUTION ID", "TYPE", "PHASE", "ATTEMPT", "DUE", "WAITING ON"]
 
 
-def _flow_input(api: Client, flow_id: str, run_id: str) -> Any:
+async def _flow_input(api: Client, flow_id: str, run_id: str) -> Any:
     """Return the input run ``run_id`` started with: its first history event holds it."""
-    first = api.flow_history(flow_id, run_id, 1, "")["events"]
-    if not first or first[0]["eventType"] != "FLOW_STARTED":
+    first = (await api.get_flow_history(flow_id, run_id, 1, "")).events
+    if not first or first[0].event_type != "FLOW_STARTED":
         return None
-    return first[0]["details"].get("input")
+    return first[0].details.get("input")
 
 
-def pending_row(step: PendingStep) -> list[str]:
+def pending_row(step: engine.PendingStep) -> list[str]:
     """Return the cells of a pending Step: what runs next, when, and what it waits on."""
     waits = [
-        *(f"Timer {output.when(at)}" for at in step["timers"]),
-        *(f"Channel {channel}" for channel in step["channels"]),
-        *(f"SubFlow {child}" for child in step["subFlows"]),
+        *(f"Timer {output.when(at)}" for at in step.timers),
+        *(f"Channel {channel}" for channel in step.channels),
+        *(f"SubFlow {child}" for child in step.sub_flows),
     ]
     return [
-        step["stepExecutionId"],
-        step["stepType"],
-        step["phase"],
-        str(step["attempt"]),
-        output.when(step["dueAt"]),
+        step.step_execution_id,
+        step.step_type,
+        step.phase,
+        str(step.attempt),
+        output.when(step.due_at),
         ", ".join(waits) or output.NONE,
     ]
 
@@ -257,30 +278,33 @@ def result(
     Exits with status 6 unless the run COMPLETED: it FAILED, was CANCELED, TERMINATED or
     TIMED_OUT, or is still RUNNING when the wait ends (what it shows is the same).
     """
-    with session(url, token) as api:
-        body = api.wait_for_flow(flow_id, run_id, wait)
+    found = run(url, token, lambda api: api.wait_for_flow(flow_id, run_id, wait))
+    report_result(found, json_output)
+
+
+def report_result(found: engine.FlowResult, json_output: bool) -> None:
+    """Print a run's result as 'flows result' does, and exit 6 unless it COMPLETED."""
     if json_output:
-        output.emit_json(body)
+        output.emit_json(wire.flow_result(found))
     else:
-        show_result(body)
-    if body["status"] != "COMPLETED":
+        show_result(found)
+    if found.status != "COMPLETED":
         raise typer.Exit(NOT_COMPLETED)
 
 
-def show_result(body: dict[str, Any]) -> None:
+def show_result(found: engine.FlowResult) -> None:
     """Print a waitForFlow answer: the run's status and error, then its completions."""
     rows = [
-        ("Flow ID", body["flowId"]),
-        ("Run ID", body["runId"]),
-        ("Status", body["status"]),
-        ("Error type", output.text(body["errorType"])),
-        ("Error message", output.text(body["errorMessage"])),
+        ("Flow ID", found.flow_id),
+        ("Run ID", found.run_id),
+        ("Status", str(found.status)),
+        ("Error type", output.text(found.error_type)),
+        ("Error message", output.text(found.error_message)),
     ]
     blocks = [output.pairs(rows)]
-    if body["completions"]:
+    if found.completions:
         completions = [
-            [c["stepType"], c["stepExecutionId"], output.compact(c["output"])]
-            for c in body["completions"]
+            [c.step_type, c.step_execution_id, output.compact(c.output)] for c in found.completions
         ]
         blocks.append(output.table(["STEP TYPE", "STEP EXECUTION ID", "OUTPUT"], completions))
     output.emit("\n\n".join(blocks))
@@ -306,20 +330,25 @@ def search(
     json_output: JsonOption = False,
 ) -> None:
     """List the runs matching QUERY (searchFlows), one page unless --all."""
-    found: list[FlowInfo] = []
-    with session(url, token) as api:
+
+    async def read(api: Client) -> tuple[list[engine.FlowInfo], str]:
+        found: list[engine.FlowInfo] = []
+        token_ = page_token
         while True:
-            page = api.search_flows(query, page_size, page_token)
-            found.extend(page["flows"])
-            page_token = page["nextPageToken"]
-            if not (all_pages and page_token):
-                break
+            page = await api.search_flows(query, page_size or DEFAULT_PAGE_SIZE, token_)
+            found.extend(page.flows)
+            token_ = page.next_page_token
+            if not (all_pages and token_):
+                return found, token_
+
+    found, next_token = run(url, token, read)
     if json_output:
-        output.emit_json({"flows": found, "nextPageToken": page_token})
+        flows_json = [wire.flow_info(info) for info in found]
+        output.emit_json({"flows": flows_json, "nextPageToken": next_token})
     else:
         headers = ["FLOW ID", "TYPE", "STATUS", "STARTED", "CLOSED"]
         output.emit(output.table(headers, [_flow_row(info) for info in found]))
-        next_page_hint(page_token)
+        next_page_hint(next_token)
 
 
 # Temporal's name for it; both spellings are kept so neither habit meets an error.
@@ -343,12 +372,12 @@ def stop(
     json_output: JsonOption = False,
 ) -> None:
     """Stop a running Flow (stopFlow)."""
-    with session(url, token) as api:
-        body = api.stop_flow(flow_id, stop_type.value, reason, run_id)
+    kind = engine.StopType(stop_type.value)
+    stopped = run(url, token, lambda api: api.stop_flow(flow_id, kind, reason, run_id))
     if json_output:
-        output.emit_json(body)
+        output.emit_json(wire.dump(StopFlowResponse(flow_id=flow_id, run_id=stopped)))
     else:
-        rows = [("Flow ID", body["flowId"]), ("Run ID", body["runId"]), ("Stop", stop_type.value)]
+        rows = [("Flow ID", flow_id), ("Run ID", stopped), ("Stop", stop_type.value)]
         output.emit(output.pairs(rows))
 
 
@@ -368,17 +397,22 @@ def history(
     json_output: JsonOption = False,
 ) -> None:
     """Print a run's history, oldest first (getFlowHistory): every page unless --page-size."""
-    events: list[HistoryEvent] = []
-    with session(url, token) as api:
+
+    async def read(api: Client) -> tuple[engine.HistoryPage, list[engine.HistoryEvent]]:
+        events: list[engine.HistoryEvent] = []
+        token_ = page_token
         while True:
-            page = api.flow_history(flow_id, run_id, page_size, page_token)
-            events.extend(page["events"])
-            page_token = page["nextPageToken"]
-            if page_size is not None or not page_token:
-                break
+            size = page_size or DEFAULT_PAGE_SIZE
+            page = await api.get_flow_history(flow_id, run_id, size, token_)
+            events.extend(page.events)
+            token_ = page.next_page_token
+            if page_size is not None or not token_:
+                return page, events
+
+    last, events = run(url, token, read)
     if json_output:
-        output.emit_json({**page, "events": events, "nextPageToken": page_token})
+        output.emit_json(wire.history(last, events))
     else:
         headers = ["EVENT ID", "TYPE", "AT", "DETAILS"]
         output.emit(output.table(headers, [_event_row(event) for event in events]))
-        next_page_hint(page_token)
+        next_page_hint(last.next_page_token)

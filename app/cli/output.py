@@ -27,14 +27,18 @@ def text(value: Any) -> str:
     return compact(value)
 
 
-def when(value: str | None) -> str:
-    """Return an API timestamp in UTC to the millisecond (``2026-01-31T09:30:00.123Z``)."""
+def when(value: datetime | str | None) -> str:
+    """Return a time (or an API timestamp) in UTC to the millisecond
+    (``2026-01-31T09:30:00.123Z``)."""
     if not value:
         return NONE
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return value
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return value
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

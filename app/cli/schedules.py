@@ -3,14 +3,13 @@ and delete Schedules; and ``dexlite flows skip-timer``, which fires a waiting St
 
 from __future__ import annotations
 
-from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from app.cli import output
+import engine
+from app.cli import output, wire
 from app.cli.classes import ReflowingGroup
-from app.cli.client import NO_INPUT, Schedule
 from app.cli.common import (
     DEFAULT_URL,
     EXIT_CODES,
@@ -21,11 +20,34 @@ from app.cli.common import (
     TokenOption,
     UrlOption,
     next_page_hint,
-    parse_input,
-    session,
+    reported,
+    run,
 )
-from app.cli.errors import CommandError, ExitCode
-from app.cli.flows import PageSizeOption, PageTokenOption
+from app.cli.flows import DEFAULT_PAGE_SIZE, PageSizeOption, PageTokenOption
+from app.cli.schedule_specs import (
+    CatchupOption,
+    CronOption,
+    EveryOption,
+    FlowTypeArgument,
+    NoteOption,
+    OverlapOption,
+    PausedOption,
+    ScheduleIdArgument,
+    StartDelayOption,
+    TimezoneOption,
+    emit_schedule,
+    instant,
+    schedule_spec,
+    when_shown,
+)
+from app.client import Client
+from app.schedule_schemas import (
+    BackfillResponse,
+    ScheduleListResponse,
+    ScheduleResponse,
+    SkipTimersResponse,
+    TriggerResponse,
+)
 
 #: The epilog of the ``schedules`` commands: the codes of Schedules named.
 SCHEDULE_EXIT_CODES = (
@@ -41,148 +63,6 @@ schedules = typer.Typer(
     epilog=SCHEDULE_EXIT_CODES,
     no_args_is_help=True,
 )
-
-
-class OverlapPolicy(StrEnum):
-    """What a scheduled time does while the previous action's Flow still runs."""
-
-    SKIP = "SKIP"
-    BUFFER_ONE = "BUFFER_ONE"
-    ALLOW_ALL = "ALLOW_ALL"
-    CANCEL_OTHER = "CANCEL_OTHER"
-    TERMINATE_OTHER = "TERMINATE_OTHER"
-
-
-ScheduleIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The Schedule ID.")]
-FlowTypeArgument = Annotated[
-    str, typer.Argument(metavar="FLOW_TYPE", help="The Flow type each action starts.")
-]
-EveryOption = Annotated[
-    int | None,
-    typer.Option(
-        "--every",
-        min=1,
-        metavar="SECONDS",
-        help="Start every SECONDS (epoch-aligned).",
-        show_default=False,
-    ),
-]
-CronOption = Annotated[
-    str | None,
-    typer.Option("--cron", metavar="LINE", help="Start on a cron line (5 fields or @daily...)."),
-]
-TimezoneOption = Annotated[
-    str | None,
-    typer.Option("--timezone", metavar="ZONE", help="IANA zone of --cron; default UTC."),
-]
-OverlapOption = Annotated[
-    OverlapPolicy | None,
-    typer.Option(
-        "--overlap",
-        metavar="POLICY",
-        help="While the last action runs (POLICY: see above); default SKIP.",
-        show_default=False,
-    ),
-]
-CatchupOption = Annotated[
-    float | None,
-    typer.Option(
-        "--catchup-window",
-        min=0,
-        metavar="SECONDS",
-        help="Start missed times this late at most; default 60.",
-    ),
-]
-StartDelayOption = Annotated[
-    float | None,
-    typer.Option(
-        "--start-delay", min=0, metavar="SECONDS", help="Run each start Step this much later."
-    ),
-]
-PausedOption = Annotated[bool, typer.Option("--paused", help="Start nothing until unpaused.")]
-NoteOption = Annotated[str, typer.Option("--note", help="Why; kept with the Schedule.")]
-
-
-def _spec(
-    flow_type: str,
-    input: str | None,
-    every: int | None,
-    cron: str | None,
-    timezone: str | None,
-    overlap: OverlapPolicy | None,
-    catchup_window: float | None,
-    start_delay: float | None,
-    paused: bool,
-    note: str,
-) -> dict[str, Any]:
-    """Return the body of createSchedule or updateSchedule: what is not given is left out."""
-    if (every is None) == (cron is None):
-        raise CommandError(
-            "INVALID_ARGUMENT", "give exactly one of --every and --cron", ExitCode.BAD_INPUT
-        )
-    spec: dict[str, Any] = {"flowType": flow_type, "paused": paused, "note": note}
-    value = parse_input(input)
-    if value is not NO_INPUT:
-        spec["input"] = value
-    optional = {
-        "everySeconds": every,
-        "cron": cron,
-        "timezone": timezone,
-        "overlap": None if overlap is None else overlap.value,
-        "catchupWindowSeconds": catchup_window,
-    }
-    spec.update({key: v for key, v in optional.items() if v is not None})
-    if start_delay is not None:
-        spec["startOptions"] = {"startDelaySeconds": start_delay}
-    return spec
-
-
-def _when(schedule: Schedule) -> str:
-    """Return how often a Schedule acts: ``every 60s`` or ``cron 30 2 * * * (Europe/Paris)``."""
-    if schedule["cron"] is not None:
-        return f"cron {schedule['cron']} ({schedule['timezone']})"
-    return f"every {schedule['everySeconds']}s"
-
-
-def _show(schedule: Schedule) -> None:
-    """Print a description: the spec, then its next times and its recent actions."""
-    delay = schedule["startOptions"].get("startDelaySeconds")
-    rows = [
-        ("Schedule ID", schedule["scheduleId"]),
-        ("Flow type", schedule["flowType"]),
-        ("Input", output.compact(schedule["input"])),
-        ("When", _when(schedule)),
-        ("Overlap", schedule["overlap"]),
-        ("Catch-up window", f"{schedule['catchupWindowSeconds']:g}s"),
-        ("Start delay", output.NONE if delay is None else f"{delay:g}s"),
-        ("Paused", "yes" if schedule["paused"] else "no"),
-        ("Note", schedule["note"] or output.NONE),
-        ("Running", ", ".join(schedule["running"]) or output.NONE),
-        ("Skipped", str(schedule["skipped"])),
-        ("Created", output.when(schedule["createdAt"])),
-        ("Updated", output.when(schedule["updatedAt"])),
-    ]
-    upcoming = [[output.when(at)] for at in schedule["nextActionTimes"]] or [[output.NONE]]
-    actions = [
-        [output.when(a["scheduledAt"]), a["flowId"], a["status"], output.when(a["startedAt"])]
-        for a in schedule["recentActions"]
-    ]
-    output.emit(
-        "\n\n".join(
-            [
-                output.pairs(rows),
-                output.table(["NEXT ACTION TIMES"], upcoming),
-                output.table(["SCHEDULED AT", "FLOW ID", "STATUS", "STARTED AT"], actions),
-            ]
-        )
-    )
-
-
-def _emit(schedule: Schedule, json_output: bool) -> None:
-    if json_output:
-        output.emit_json(schedule)
-    else:
-        _show(schedule)
 
 
 @schedules.command(epilog=SCHEDULE_EXIT_CODES)
@@ -208,8 +88,9 @@ def create(
     POLICY is SKIP (the default), BUFFER_ONE, ALLOW_ALL, CANCEL_OTHER or TERMINATE_OTHER. Each
     action's Flow ID is ID-<time as YYYYMMDDTHHMMSSZ>.
     """
-    with session(url, token) as api:
-        spec = _spec(
+    with reported(url):
+        spec = schedule_spec(
+            schedule_id,
             flow_type,
             input,
             every,
@@ -221,8 +102,7 @@ def create(
             paused,
             note,
         )
-        body = api.create_schedule({"scheduleId": schedule_id, **spec})
-    _emit(body, json_output)
+    emit_schedule(run(url, token, lambda api: api.create_schedule(spec)), json_output)
 
 
 @schedules.command(epilog=SCHEDULE_EXIT_CODES)
@@ -248,8 +128,9 @@ def update(
     POLICY is SKIP (the default), BUFFER_ONE, ALLOW_ALL, CANCEL_OTHER or TERMINATE_OTHER. Its
     skipped count and recent actions stay.
     """
-    with session(url, token) as api:
-        spec = _spec(
+    with reported(url):
+        spec = schedule_spec(
+            schedule_id,
             flow_type,
             input,
             every,
@@ -261,8 +142,7 @@ def update(
             paused,
             note,
         )
-        body = api.update_schedule(schedule_id, spec)
-    _emit(body, json_output)
+    emit_schedule(run(url, token, lambda api: api.update_schedule(spec)), json_output)
 
 
 @schedules.command("list", epilog=SCHEDULE_EXIT_CODES)
@@ -277,31 +157,38 @@ def list_(
     json_output: JsonOption = False,
 ) -> None:
     """List Schedules by ID (listSchedules), one page unless --all."""
-    found: list[Schedule] = []
-    with session(url, token) as api:
+
+    async def read(api: Client) -> tuple[list[engine.ScheduleDescription], str]:
+        found: list[engine.ScheduleDescription] = []
+        token_ = page_token
         while True:
-            page = api.list_schedules(page_size, page_token)
-            found.extend(page["schedules"])
-            page_token = page["nextPageToken"]
-            if not (all_pages and page_token):
-                break
+            page = await api.list_schedules(page_size or DEFAULT_PAGE_SIZE, token_)
+            found.extend(page.schedules)
+            token_ = page.next_page_token
+            if not (all_pages and token_):
+                return found, token_
+
+    found, next_token = run(url, token, read)
     if json_output:
-        output.emit_json({"schedules": found, "nextPageToken": page_token})
+        listed = [ScheduleResponse.of(s) for s in found]
+        output.emit_json(
+            wire.dump(ScheduleListResponse(schedules=listed, next_page_token=next_token))
+        )
         return
     rows = [
         [
-            s["scheduleId"],
-            s["flowType"],
-            _when(s),
-            s["overlap"],
-            "yes" if s["paused"] else "no",
-            output.when(s["nextActionTimes"][0] if s["nextActionTimes"] else None),
+            s.spec.schedule_id,
+            str(s.spec.flow_type),
+            when_shown(s),
+            str(s.spec.overlap),
+            "yes" if s.spec.paused else "no",
+            output.when(s.next_action_times[0] if s.next_action_times else None),
         ]
         for s in found
     ]
     headers = ["SCHEDULE ID", "FLOW TYPE", "WHEN", "OVERLAP", "PAUSED", "NEXT ACTION"]
     output.emit(output.table(headers, rows))
-    next_page_hint(page_token)
+    next_page_hint(next_token)
 
 
 @schedules.command(epilog=SCHEDULE_EXIT_CODES)
@@ -313,24 +200,27 @@ def describe(
 ) -> None:
     """Show a Schedule's spec, next five times, last ten actions (time, Flow ID, status),
     running Flows and skipped count (describeSchedule)."""
-    with session(url, token) as api:
-        body = api.describe_schedule(schedule_id)
-    _emit(body, json_output)
+    emit_schedule(run(url, token, lambda api: api.describe_schedule(schedule_id)), json_output)
 
 
 def _pause(
     schedule_id: str, note: str, paused: bool, url: str, token: str | None, js: bool
 ) -> None:
-    with session(url, token) as api:
-        body = api.pause_schedule(schedule_id, note, paused=paused)
+
+    async def call(api: Client) -> engine.ScheduleDescription:
+        if paused:
+            return await api.pause_schedule(schedule_id, note)
+        return await api.unpause_schedule(schedule_id, note)
+
+    found = run(url, token, call)
     if js:
-        output.emit_json(body)
+        output.emit_json(wire.dump(ScheduleResponse.of(found)))
         return
-    upcoming = body["nextActionTimes"]
+    upcoming = found.next_action_times
     rows = [
-        ("Schedule ID", body["scheduleId"]),
-        ("Paused", "yes" if body["paused"] else "no"),
-        ("Note", body["note"] or output.NONE),
+        ("Schedule ID", found.spec.schedule_id),
+        ("Paused", "yes" if found.spec.paused else "no"),
+        ("Note", found.spec.note or output.NONE),
         ("Next action", output.when(upcoming[0] if upcoming else None)),
     ]
     output.emit(output.pairs(rows))
@@ -368,13 +258,13 @@ def trigger(
     json_output: JsonOption = False,
 ) -> None:
     """Start one action now, paused or not, under the overlap policy (triggerSchedule)."""
-    with session(url, token) as api:
-        body = api.trigger_schedule(schedule_id)
+    found = run(url, token, lambda api: api.trigger_schedule(schedule_id))
     if json_output:
-        output.emit_json(body)
+        shown = TriggerResponse(flow_id=found.flow_id, run_id=found.run_id, started=found.started)
+        output.emit_json(wire.dump(shown))
         return
-    started = "yes" if body["started"] else "no (the overlap policy held it)"
-    rows = [("Flow ID", body["flowId"]), ("Run ID", output.text(body["runId"]))]
+    started = "yes" if found.started else "no (the overlap policy held it)"
+    rows = [("Flow ID", found.flow_id), ("Run ID", output.text(found.run_id))]
     output.emit(output.pairs([*rows, ("Started", started)]))
 
 
@@ -391,15 +281,16 @@ def backfill(
 ) -> None:
     """Act on every scheduled time in [--start, --end) as if it had come, under the overlap
     policy (backfillSchedule); print the Flows started and the times skipped."""
-    with session(url, token) as api:
-        body = api.backfill_schedule(schedule_id, start, end)
+    with reported(url):
+        start_at, end_at = instant(start, "startAt"), instant(end, "endAt")
+    found = run(url, token, lambda api: api.backfill_schedule(schedule_id, start_at, end_at))
     if json_output:
-        output.emit_json(body)
+        output.emit_json(wire.dump(BackfillResponse(started=found.started, skipped=found.skipped)))
         return
-    rows = [("Started", str(len(body["started"]))), ("Skipped", str(body["skipped"]))]
+    rows = [("Started", str(len(found.started))), ("Skipped", str(found.skipped))]
     blocks = [output.pairs(rows)]
-    if body["started"]:
-        blocks.append(output.table(["FLOW ID"], [[flow] for flow in body["started"]]))
+    if found.started:
+        blocks.append(output.table(["FLOW ID"], [[flow] for flow in found.started]))
     output.emit("\n\n".join(blocks))
 
 
@@ -411,8 +302,7 @@ def delete(
     json_output: JsonOption = False,
 ) -> None:
     """Delete a Schedule (deleteSchedule); the Flows it started keep running."""
-    with session(url, token) as api:
-        api.delete_schedule(schedule_id)
+    run(url, token, lambda api: api.delete_schedule(schedule_id))
     if json_output:
         output.emit_json({"scheduleId": schedule_id, "deleted": True})
     else:
@@ -435,12 +325,11 @@ def skip_timer(
     A wait on Timers alone runs now; one with other conditions still needs them. A Step
     waiting on no Timer is bad input (exit 2). 'flows describe' lists pending Steps.
     """
-    with session(url, token) as api:
-        body = api.skip_timers(flow_id, step_execution_id, run_id)
+    fired = run(url, token, lambda api: api.skip_timers(flow_id, step_execution_id, run_id=run_id))
     if json_output:
-        output.emit_json(body)
+        output.emit_json(wire.dump(SkipTimersResponse(fired=fired)))
     else:
-        output.emit(output.pairs([("Timers fired", str(body["fired"]))]))
+        output.emit(output.pairs([("Timers fired", str(fired))]))
 
 
 def register(app: typer.Typer, flows: typer.Typer) -> None:

@@ -68,7 +68,9 @@ class _StartupFailure(logging.Filter):
             # The framework reports a failed lifespan as its formatted traceback: the last line
             # names the exception.
             kind, _, text = message.rstrip().rsplit("\n", 1)[-1].partition(": ")
-            if kind.startswith("engine.errors.") or kind in _KNOWN_OS_ERRORS:
+            # Engine errors print as engine.<Name> (their public module), once engine.errors.
+            engine_error = kind.startswith("engine.") and kind.endswith("Error")
+            if engine_error or kind in _KNOWN_OS_ERRORS:
                 self.reason = text
                 return False
         return not (self.reason and message == "Application startup failed. Exiting.")

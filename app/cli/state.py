@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli import output
+from app.cli import output, wire
 from app.cli.classes import defaulting_to
 from app.cli.common import (
     DEFAULT_URL,
@@ -21,11 +21,20 @@ from app.cli.common import (
     RunIdOption,
     TokenOption,
     UrlOption,
+    given,
     parse_input,
     parse_json,
-    session,
+    reported,
+    run,
 )
 from app.cli.errors import CommandError, ExitCode
+from app.schemas import (
+    AttributesResponse,
+    ChannelInfoResponse,
+    ChannelsResponse,
+    PublishResponse,
+    SetAttributesResponse,
+)
 
 #: What ``attributes get`` shows for a name the run has no value for.
 UNSET = "(unset)"
@@ -68,12 +77,13 @@ def get_attributes(
 ) -> None:
     """Print Attribute values from one committed state of a run (getAttributes)."""
     wanted = names or []
-    with session(url, token) as api:
-        body = api.get_attributes(flow_id, wanted, run_id)
+    # With no Registry the values come back as the server's JSON.
+    found = run(url, token, lambda api: api.get_attributes(flow_id, wanted, run_id))
+    values: dict[str, Any] = dict(found.values)
     if json_output:
-        output.emit_json(body)
+        read = AttributesResponse(flow_id=found.flow_id, run_id=found.run_id, values=values)
+        output.emit_json(wire.dump(read))
         return
-    values: dict[str, Any] = body["values"]
     shown = wanted or sorted(values)
     rows = [[n, output.compact(values[n]) if n in values else UNSET] for n in shown]
     output.emit(output.table(["NAME", "VALUE"], rows))
@@ -101,15 +111,15 @@ def set_attributes(
     On a closed run only erasing hard-delete values is allowed. Prints the run written and
     each value, '(erased)' for a null.
     """
-    with session(url, token) as api:
+    with reported(url):
         values = dict(_assignment(text) for text in assignments)
-        body = api.set_attributes(flow_id, values, run_id)
+    written, run_written = run(url, token, lambda api: api.set_attributes(flow_id, values, run_id))
     if json_output:
-        output.emit_json(body)
+        output.emit_json(wire.dump(SetAttributesResponse(flow_id=written, run_id=run_written)))
         return
     rows = [[n, ERASED if v is None else output.compact(v)] for n, v in values.items()]
     blocks = [
-        output.pairs([("Flow ID", body["flowId"]), ("Run ID", body["runId"])]),
+        output.pairs([("Flow ID", written), ("Run ID", run_written)]),
         output.table(["NAME", "VALUE"], rows),
     ]
     output.emit("\n\n".join(blocks))
@@ -136,12 +146,16 @@ def list_channels(
     json_output: JsonOption = False,
 ) -> None:
     """List a run's Channels (and non-empty ChannelMap instances) with their sizes."""
-    with session(url, token) as api:
-        body = api.list_channels(flow_id, run_id)
+    found = run(url, token, lambda api: api.list_channels(flow_id, run_id))
     if json_output:
-        output.emit_json(body)
+        listed = [
+            ChannelInfoResponse(name=c.name, instance=c.instance, size=c.size)
+            for c in found.channels
+        ]
+        shown = ChannelsResponse(flow_id=found.flow_id, run_id=found.run_id, channels=listed)
+        output.emit_json(wire.dump(shown))
         return
-    rows = [[c["name"], output.text(c["instance"]), str(c["size"])] for c in body["channels"]]
+    rows = [[c.name, output.text(c.instance), str(c.size)] for c in found.channels]
     output.emit(output.table(["NAME", "INSTANCE", "SIZE"], rows))
 
 
@@ -167,9 +181,12 @@ def publish(
     json_output: JsonOption = False,
 ) -> None:
     """Publish a message to a Channel of a running Flow and print its ID (publishToChannel)."""
-    with session(url, token) as api:
-        body = api.publish_to_channel(flow_id, channel, parse_input(value, "--value"), instance)
+    with reported(url):
+        message = given(parse_input(value, "--value"))
+    message_id = run(
+        url, token, lambda api: api.publish_to_channel(flow_id, channel, message, instance=instance)
+    )
     if json_output:
-        output.emit_json(body)
+        output.emit_json(wire.dump(PublishResponse(message_id=message_id)))
     else:
-        output.emit(body["messageId"])
+        output.emit(message_id)

@@ -8,16 +8,13 @@ travels a run the user did not look at. Both refusals exit 2 before any request 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import datetime
-from enum import StrEnum
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
 
 import typer
 
-from app.cli import output
-from app.cli.client import BulkTravelResult
+import engine
+from app.cli import output, wire
 from app.cli.common import (
     DEFAULT_URL,
     EXIT_CODES,
@@ -25,9 +22,22 @@ from app.cli.common import (
     JsonOption,
     TokenOption,
     UrlOption,
-    session,
+    reported,
+    run,
 )
-from app.cli.errors import APIError, CommandError, ExitCode
+from app.cli.errors import CommandError, ExitCode, failure_of
+from app.cli.travel_points import (
+    BulkPointKind,
+    Method,
+    PointKind,
+    bad_input,
+    engine_point,
+    shown_point,
+    travel_point,
+)
+from app.client import Client
+
+T = TypeVar("T")
 
 #: The problem code of a command refused for want of ``--yes``.
 CONFIRMATION_REQUIRED = "CONFIRMATION_REQUIRED"
@@ -53,43 +63,6 @@ FIELD_OPTIONS = {
     "limit": "--limit",
 }
 
-
-class PointKind(StrEnum):
-    """The points ``flows time-travel`` takes a run back to."""
-
-    BEGINNING = "beginning"
-    EVENT = "event"
-    TIME = "time"
-    STEP_TYPE = "step-type"
-    STEP_EXECUTION = "step-execution"
-
-    @property
-    def api(self) -> str:
-        """Return the API's spelling of the kind (``STEP_TYPE``)."""
-        return self.value.upper().replace("-", "_")
-
-
-class BulkPointKind(StrEnum):
-    """The points ``flows time-travel-all`` takes runs back to."""
-
-    BEGINNING = "beginning"
-    STEP_TYPE = "step-type"
-
-
-class Method(StrEnum):
-    """Which side of a Step execution's wait a STEP_EXECUTION point is."""
-
-    WAIT_FOR = "wait-for"
-    EXECUTE = "execute"
-
-
-#: The option each kind of point needs.
-NEEDED = {
-    PointKind.EVENT: "--event-id",
-    PointKind.TIME: "--at",
-    PointKind.STEP_TYPE: "--step-type",
-    PointKind.STEP_EXECUTION: "--step-execution-id",
-}
 
 ToOption = Annotated[
     PointKind,
@@ -217,9 +190,9 @@ def time_travel(
     Prints the new run's Flow ID, Run ID and Previous run ID. A run that is not the latest
     exits 4 (FAILED_PRECONDITION); a point the run does not have exits 2 (INVALID_ARGUMENT).
     """
-    with session(url, token) as api:
+    with reported(url):
         if not run_id:
-            raise _bad_input(
+            raise bad_input(
                 "--run-id is required: name the run to travel, the Flow's latest "
                 f"('dexlite flows describe {flow_id}' shows it)"
             )
@@ -232,31 +205,30 @@ def time_travel(
             method=method,
         )
         if not (reason and reason.strip()):
-            raise _bad_input("--reason is required: say why, for the new run's history")
+            raise bad_input("--reason is required: say why, for the new run's history")
         if not yes:
             target = f"a new run of Flow {fork_to}" if fork_to else "a new run"
             raise CommandError(
                 CONFIRMATION_REQUIRED,
                 f"time travel closes run {run_id} of Flow {flow_id} if still open and starts "
-                f"{target} from {_shown(point)}; add --yes to confirm",
+                f"{target} from {shown_point(point)}; add --yes to confirm",
                 ExitCode.BAD_INPUT,
             )
-        with _options_named():
-            body = api.time_travel(
-                flow_id,
-                run_id,
-                point,
-                reason=reason,
-                skip_writes_reapply=skip_writes_reapply,
-                fork_to_flow_id=fork_to,
-            )
+        options = engine.TimeTravelOptions(
+            run_id=run_id,
+            to=engine_point(point),
+            reason=reason,
+            skip_writes_reapply=skip_writes_reapply,
+            fork_to_flow_id=fork_to,
+        )
+    result = run(url, token, _options_named(url, lambda api: api.time_travel(flow_id, options)))
     if json_output:
-        output.emit_json(body)
+        output.emit_json(wire.dump(wire.traveled(result)))
         return
     rows = [
-        ("Flow ID", body["flowId"]),
-        ("Run ID", body["runId"]),
-        ("Previous run ID", body["previousRunId"]),
+        ("Flow ID", result.flow_id),
+        ("Run ID", result.run_id),
+        ("Previous run ID", result.previous_run_id),
     ]
     output.emit(output.pairs(rows))
 
@@ -297,162 +269,93 @@ def time_travel_all(
     every matched run traveled; 1, with an 'error: TIME_TRAVEL_FAILED' line on stderr, when
     any could not (also with --json).
     """
-    with session(url, token) as api:
+    with reported(url):
         if not query.strip():
-            raise _bad_input(
-                "QUERY must not be empty: time-travel-all travels every run it matches"
-            )
+            raise bad_input("QUERY must not be empty: time-travel-all travels every run it matches")
         point = travel_point(PointKind(to.value), step_type=step_type)
         if not (yes or dry_run):
             raise CommandError(
                 CONFIRMATION_REQUIRED,
                 f"this travels the latest run of every Flow the query matches (at most {limit}) "
-                f"back to {_shown(point)}; list them with --dry-run, then add --yes to confirm",
+                f"back to {shown_point(point)}; list them with --dry-run, then add --yes to "
+                "confirm",
                 ExitCode.BAD_INPUT,
             )
-        with _options_named():
-            body = api.time_travel_all(
+        to_point = engine_point(point)
+    found = run(
+        url,
+        token,
+        _options_named(
+            url,
+            lambda api: api.time_travel_flows(
                 query,
-                point,
+                to_point,
                 reason=reason,
                 skip_writes_reapply=skip_writes_reapply,
                 dry_run=dry_run,
                 limit=limit,
-            )
+            ),
+        ),
+    )
     if json_output:
-        output.emit_json(body)
+        output.emit_json(wire.bulk_travel(found))
     else:
-        _print_bulk(body)
-    _summarize(body, limit)
+        _print_bulk(found)
+    _summarize(found, limit)
 
 
-def travel_point(
-    kind: PointKind,
-    *,
-    event_id: int | None = None,
-    at: str | None = None,
-    step_type: str | None = None,
-    step_execution_id: str | None = None,
-    method: Method | None = None,
-) -> dict[str, Any]:
-    """Return the API's form of a point, from the options that name it.
+def _options_named(
+    url: str, call: Callable[[Client], Awaitable[T]]
+) -> Callable[[Client], Awaitable[T]]:
+    """Return ``call`` with the CLI option added to an error that names a request field
+    (``to.eventId``) of the point or the options."""
 
-    Args:
-        kind: What ``--to`` chose.
-        event_id: ``--event-id``, for an EVENT point.
-        at: ``--at``, an ISO 8601 instant with a time zone, for a TIME point.
-        step_type: ``--step-type``, for a STEP_TYPE point.
-        step_execution_id: ``--step-execution-id``, for a STEP_EXECUTION point.
-        method: ``--method``, for a STEP_EXECUTION point (the server's default: WAIT_FOR).
+    async def named(api: Client) -> T:
+        try:
+            return await call(api)
+        except engine.EngineError as error:
+            option = FIELD_OPTIONS.get(error.field) if isinstance(error.field, str) else None
+            # A schema refusal (VALIDATION_ERROR) names its field in its own detail.
+            if option is None or "code" in error.extra:
+                raise
+            failure = failure_of(error, url)
+            raise CommandError(
+                failure.code, f"{failure.detail} ({option})", failure.exit_code
+            ) from None
 
-    Returns:
-        The ``to`` object of a time-travel request, e.g. ``{"kind": "EVENT", "eventId": 3}``.
-
-    Raises:
-        CommandError: Bad input (exit 2): the option the kind needs is missing, an option
-            that does not apply to the kind is given, or ``--at`` is not an instant.
-    """
-    given = {
-        "--event-id": event_id,
-        "--at": at,
-        "--step-type": step_type,
-        "--step-execution-id": step_execution_id,
-        "--method": method,
-    }
-    needed = NEEDED.get(kind)
-    applies = {needed, "--method"} if kind == PointKind.STEP_EXECUTION else {needed}
-    for option, value in given.items():
-        if value is not None and option not in applies:
-            used = "step-execution" if option == "--method" else _kind_of(option)
-            raise _bad_input(f"{option} applies only to --to {used}, not --to {kind.value}")
-    if needed is not None and given[needed] is None:
-        raise _bad_input(f"--to {kind.value} needs {needed}")
-    point: dict[str, Any] = {"kind": kind.api}
-    if event_id is not None:
-        point["eventId"] = event_id
-    if at is not None:
-        point["at"] = _instant(at)
-    if step_type is not None:
-        point["stepType"] = step_type
-    if step_execution_id is not None:
-        point["stepExecutionId"] = step_execution_id
-    if method is not None:
-        point["method"] = method.value.upper().replace("-", "_")
-    return point
+    return named
 
 
-def _kind_of(option: str) -> str:
-    """Return the ``--to`` kind an option of the point belongs to."""
-    return next(kind.value for kind, needed in NEEDED.items() if needed == option)
-
-
-def _instant(text: str) -> str:
-    """Return ``--at`` as the API's ISO 8601 form; a time without a zone is bad input."""
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise _bad_input(
-            f"--at {text!r} is not an ISO 8601 date and time (e.g. 2026-01-31T09:30:00Z)"
-        ) from None
-    if moment.tzinfo is None:
-        raise _bad_input(f"--at {text!r} needs a time zone, e.g. {text}Z or {text}+02:00")
-    return moment.isoformat()
-
-
-def _shown(point: dict[str, Any]) -> str:
-    """Return a point for a sentence: ``BEGINNING``, ``EVENT eventId=3``."""
-    fields = " ".join(f"{name}={value}" for name, value in point.items() if name != "kind")
-    return f"{point['kind']} {fields}".rstrip()
-
-
-def _bad_input(detail: str) -> CommandError:
-    return CommandError("INVALID_ARGUMENT", detail, ExitCode.BAD_INPUT)
-
-
-@contextmanager
-def _options_named() -> Iterator[None]:
-    """Add the CLI option to an API error that names a request field (``to.eventId``)."""
-    try:
-        yield
-    except APIError as failure:
-        field = failure.body.get("field") if isinstance(failure.body, dict) else None
-        option = FIELD_OPTIONS.get(field) if isinstance(field, str) else None
-        if option is None:
-            raise
-        detail = f"{failure.detail} ({option})"
-        raise APIError(failure.code, detail, failure.status, failure.body) from None
-
-
-def _print_bulk(body: BulkTravelResult) -> None:
+def _print_bulk(found: engine.BulkTimeTravelResult) -> None:
     """Print the matched runs of a dry run, else the traveled runs and those that failed."""
-    if body["dryRun"]:
-        matched = [[run["flowId"], run["runId"]] for run in body["matched"]]
+    if found.dry_run:
+        matched = [[m.flow_id, m.run_id] for m in found.matched]
         output.emit(output.table(["FLOW ID", "RUN ID"], matched))
         return
-    traveled = [[t["flowId"], t["runId"], t["previousRunId"]] for t in body["traveled"]]
+    traveled = [[t.flow_id, t.run_id, t.previous_run_id] for t in found.traveled]
     blocks = [output.table(["FLOW ID", "RUN ID", "PREVIOUS RUN ID"], traveled)]
-    if body["failed"]:
-        failed = [[f["flowId"], f["runId"], f["code"], f["detail"]] for f in body["failed"]]
+    if found.failed:
+        failed = [[f.flow_id, f.run_id, f.code, f.detail] for f in found.failed]
         blocks.append(output.table(["FLOW ID", "RUN ID", "CODE", "DETAIL"], failed))
     output.emit("\n\n".join(blocks))
 
 
-def _summarize(body: BulkTravelResult, limit: int) -> None:
+def _summarize(found: engine.BulkTimeTravelResult, limit: int) -> None:
     """Say on stderr what a dry run found, or end with exit 1 when some runs failed."""
-    matched = len(body["matched"])
+    matched = len(found.matched)
     if matched == limit:
         output.note(
             f"the limit of {limit} {_noun(limit)} was reached: more may match (raise --limit)"
         )
-    if body["dryRun"]:
+    if found.dry_run:
         output.note(f"dry run: {matched} {_noun(matched)} matched; nothing traveled")
     elif not matched:
         output.note("no run matches the query; nothing traveled")
-    if body["failed"]:
+    if found.failed:
         output.error(
             TIME_TRAVEL_FAILED,
-            f"{len(body['failed'])} of {matched} matched {_noun(matched)} could not travel "
-            f"({len(body['traveled'])} traveled)",
+            f"{len(found.failed)} of {matched} matched {_noun(matched)} could not travel "
+            f"({len(found.traveled)} traveled)",
         )
         raise typer.Exit(int(ExitCode.ERROR))
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from app.cli.client import PendingStep
+import engine
 from app.cli.flows import pending_row
 from tests.cli.running import Dexlite, parsed, record, table
 from tests.support.backends import backend_independent
@@ -145,17 +145,17 @@ def test_describe_with_run_id_shows_the_input_that_run_started_with(
 def test_a_pending_row_lists_every_timer_channel_and_subflow_it_waits_on() -> None:
     # No bundled example keeps a SubFlow pending long enough to describe; the row is formatted
     # the same whatever the server.
-    step: PendingStep = {
-        "stepExecutionId": "FanOut-1",
-        "stepType": "FanOut",
-        "phase": "WAITING",
-        "attempt": 2,
-        "createdAt": "2026-01-31T09:00:00+00:00",
-        "dueAt": None,
-        "timers": ["2026-01-31T10:30:00.5+01:00"],
-        "channels": ["orders", "replies/eu"],
-        "subFlows": ["SubFlow:p-FanOut-1-0"],
-    }
+    step = engine.PendingStep(
+        step_execution_id="FanOut-1",
+        step_type="FanOut",
+        phase="WAITING",
+        attempt=2,
+        created_at=datetime.fromisoformat("2026-01-31T09:00:00+00:00"),
+        due_at=None,
+        timers=[datetime.fromisoformat("2026-01-31T10:30:00.5+01:00")],
+        channels=["orders", "replies/eu"],
+        sub_flows=["SubFlow:p-FanOut-1-0"],
+    )
     assert pending_row(step) == [
         "FanOut-1",
         "FanOut",
