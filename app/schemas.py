@@ -170,6 +170,23 @@ class FlowResultResponse(Wire):
     error_type: str | None
     error_message: str | None
 
+    @classmethod
+    def of(cls, result: engine.FlowResult) -> FlowResultResponse:
+        """Return the wire form of an engine FlowResult."""
+        return cls(
+            flow_id=result.flow_id,
+            run_id=result.run_id,
+            status=result.status,
+            completions=[
+                CompletionResponse(
+                    step_type=c.step_type, step_execution_id=c.step_execution_id, output=c.output
+                )
+                for c in result.completions
+            ],
+            error_type=result.error_type,
+            error_message=result.error_message,
+        )
+
 
 class StopFlowBody(Request):
     """How to stop a run."""
@@ -237,6 +254,13 @@ class HistoryEventResponse(Wire):
     at: datetime
     details: HistoryEventDetails
 
+    @classmethod
+    def of(cls, event: engine.HistoryEvent) -> HistoryEventResponse:
+        """Return the wire form of an engine HistoryEvent."""
+        return cls(
+            event_id=event.event_id, event_type=event.event_type, at=event.at, details=event.details
+        )
+
 
 class HistoryResponse(Wire):
     """A page of history, oldest first."""
@@ -269,6 +293,21 @@ class PendingStepResponse(Wire):
     )
     sub_flows: list[str] = Field(description="The Flow IDs of the SubFlows it waits on")
 
+    @classmethod
+    def of(cls, step: engine.PendingStep) -> PendingStepResponse:
+        """Return the wire form of an engine PendingStep."""
+        return cls(
+            step_execution_id=step.step_execution_id,
+            step_type=step.step_type,
+            phase=step.phase,
+            attempt=step.attempt,
+            created_at=step.created_at,
+            due_at=step.due_at,
+            timers=step.timers,
+            channels=step.channels,
+            sub_flows=step.sub_flows,
+        )
+
 
 class PendingStepsResponse(Wire):
     """The pending Step executions of a run, oldest first (none once it has closed)."""
@@ -276,78 +315,6 @@ class PendingStepsResponse(Wire):
     flow_id: str
     run_id: str
     steps: list[PendingStepResponse]
-
-
-class StepTypeInfo(Wire):
-    """A Step type: its input schema, whether it waits, and the locks of each phase."""
-
-    step_type: str
-    input_schema: JsonSchema
-    has_wait_for: bool
-    wait_for_locks: list[str]
-    execute_locks: list[str]
-
-
-class RPCInfo(Wire):
-    """An RPC: its input and output JSON schemas, locks, transactionality and timeout."""
-
-    name: str
-    input_schema: JsonSchema
-    output_schema: JsonSchema
-    lock_attributes: list[str]
-    is_transactional: bool
-    timeout_seconds: float
-
-
-class IndexInfo(Wire):
-    """How an Attribute is searchable: its index type and key."""
-
-    type: engine.IndexType
-    key: str | None
-
-
-class AttributeInfo(Wire):
-    """An Attribute or AttributeMap with its value schema and index."""
-
-    name: str
-    kind: Literal["Attribute", "AttributeMap"]
-    value_schema: JsonSchema = Field(alias="schema")
-    hard_delete_on_null: bool
-    index: IndexInfo | None
-
-
-class StreamInfo(Wire):
-    """A Stream with its value schema and declared capacity (null: the server's default)."""
-
-    name: str
-    value_schema: JsonSchema = Field(alias="schema")
-    stream_capacity_bytes: int | None
-
-
-class FlowTypeInfo(Wire):
-    """A registered Flow type: its start Step, Steps, RPCs, Attributes and Streams."""
-
-    flow_type: str
-    start_step: str | None
-    input_schema: JsonSchema
-    steps: list[StepTypeInfo]
-    rpcs: list[RPCInfo]
-    attributes: list[AttributeInfo]
-    streams: list[StreamInfo]
-
-    @classmethod
-    def of(cls, described: engine.FlowTypeDescription) -> FlowTypeInfo:
-        """Return the wire form of a described Flow type."""
-        return cls.model_validate(described, from_attributes=True)
-
-
-class FlowTypesResponse(Wire):
-    """The registry: Flow types with Steps, RPCs (with JSON schemas), state and indexes."""
-
-    flow_types: list[FlowTypeInfo]
-
-
-# -- Channels -----------------------------------------------------------------------------------
 
 
 class ChannelInfoResponse(Wire):
@@ -437,6 +404,16 @@ class StreamMessageResponse(Wire):
     resume_token: str = Field(description="Opaque; pass it unchanged to read the next message.")
     created_at: datetime
     source: str
+
+    @classmethod
+    def of(cls, message: engine.StreamMessage[Any]) -> StreamMessageResponse:
+        """Return the wire form of an engine StreamMessage."""
+        return cls(
+            value=engine.to_json_data(message.value),
+            resume_token=message.resume_token,
+            created_at=message.created_at,
+            source=message.source,
+        )
 
 
 class ReadStreamResponse(Wire):

@@ -90,6 +90,13 @@ class TimeTravelResponse(Wire):
     run_id: str
     previous_run_id: str
 
+    @classmethod
+    def of(cls, result: engine.TimeTravelResult) -> TimeTravelResponse:
+        """Return the wire form of an engine TimeTravelResult."""
+        return cls(
+            flow_id=result.flow_id, run_id=result.run_id, previous_run_id=result.previous_run_id
+        )
+
 
 class TimeTravelFlowsBody(Request):
     """Travel every latest run a SearchFlows query matches, each in its own commit."""
@@ -128,3 +135,18 @@ class TimeTravelFlowsResponse(Wire):
     matched: list[FlowRunResponse]
     traveled: list[TimeTravelResponse]
     failed: list[TimeTravelFailureResponse]
+
+    @classmethod
+    def of(cls, result: engine.BulkTimeTravelResult) -> TimeTravelFlowsResponse:
+        """Return the wire form of an engine BulkTimeTravelResult."""
+        return cls(
+            dry_run=result.dry_run,
+            matched=[FlowRunResponse(flow_id=m.flow_id, run_id=m.run_id) for m in result.matched],
+            traveled=[TimeTravelResponse.of(t) for t in result.traveled],
+            failed=[
+                TimeTravelFailureResponse(
+                    flow_id=f.flow_id, run_id=f.run_id, code=f.code, detail=f.detail
+                )
+                for f in result.failed
+            ],
+        )

@@ -31,7 +31,8 @@ from app.cli.errors import CommandError, ExitCode
 from app.cli.flows import flows
 from app.cli.state import attributes, channels
 from app.client import Client
-from app.schemas import FlowTypeInfo, InvokeRpcResponse
+from app.flow_type_schemas import FlowTypeInfo
+from app.schemas import InvokeRpcResponse
 
 #: How long each read of ``streams tail`` waits on the server for a message (its maximum).
 TAIL_WAIT_SECONDS = 60.0

@@ -12,7 +12,6 @@ from app.deps import EngineDep, LimitsDep, PageSizeQuery, PageTokenQuery, RunIdQ
 from app.errors import responses
 from app.limits import check_value_size, check_values_size
 from app.schemas import (
-    CompletionResponse,
     FlowInfoResponse,
     FlowResultResponse,
     HistoryEventResponse,
@@ -96,19 +95,7 @@ async def wait_for_flow(
 ) -> FlowResultResponse:
     """Return the run's result, waiting up to waitSeconds for it to close."""
     result = await eng.wait_for_flow(flowId, run_id, wait_seconds)
-    return FlowResultResponse(
-        flow_id=result.flow_id,
-        run_id=result.run_id,
-        status=result.status,
-        completions=[
-            CompletionResponse(
-                step_type=c.step_type, step_execution_id=c.step_execution_id, output=c.output
-            )
-            for c in result.completions
-        ],
-        error_type=result.error_type,
-        error_message=result.error_message,
-    )
+    return FlowResultResponse.of(result)
 
 
 @router.post(
@@ -148,12 +135,7 @@ async def get_flow_history(
         flow_id=page.flow_id,
         run_id=page.run_id,
         next_page_token=page.next_page_token,
-        events=[
-            HistoryEventResponse(
-                event_id=e.event_id, event_type=e.event_type, at=e.at, details=e.details
-            )
-            for e in page.events
-        ],
+        events=[HistoryEventResponse.of(e) for e in page.events],
     )
 
 
@@ -174,18 +156,5 @@ async def list_pending_steps(
     return PendingStepsResponse(
         flow_id=found.flow_id,
         run_id=found.run_id,
-        steps=[
-            PendingStepResponse(
-                step_execution_id=s.step_execution_id,
-                step_type=s.step_type,
-                phase=s.phase,
-                attempt=s.attempt,
-                created_at=s.created_at,
-                due_at=s.due_at,
-                timers=s.timers,
-                channels=s.channels,
-                sub_flows=s.sub_flows,
-            )
-            for s in found.steps
-        ],
+        steps=[PendingStepResponse.of(s) for s in found.steps],
     )

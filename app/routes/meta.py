@@ -9,8 +9,9 @@ from fastapi import APIRouter, HTTPException, Request, Response
 import engine
 from app.deps import EngineDep
 from app.errors import RETRY_AFTER_SECONDS
+from app.flow_type_schemas import FlowTypeInfo, FlowTypesResponse
 from app.metrics import CONTENT_TYPE
-from app.schemas import FlowTypeInfo, FlowTypesResponse, HealthResponse
+from app.schemas import HealthResponse
 
 router = APIRouter()
 

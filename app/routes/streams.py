@@ -34,12 +34,7 @@ _RECONNECT_MS = 1000
 
 
 def _message(message: engine.StreamMessage[Any]) -> StreamMessageResponse:
-    return StreamMessageResponse(
-        value=engine.to_json_data(message.value),
-        resume_token=message.resume_token,
-        created_at=message.created_at,
-        source=message.source,
-    )
+    return StreamMessageResponse.of(message)
 
 
 @router.post(

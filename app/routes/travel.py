@@ -8,9 +8,7 @@ import engine
 from app.deps import EngineDep
 from app.errors import responses
 from app.travel_schemas import (
-    FlowRunResponse,
     TimeTravelBody,
-    TimeTravelFailureResponse,
     TimeTravelFlowsBody,
     TimeTravelFlowsResponse,
     TimeTravelResponse,
@@ -49,7 +47,7 @@ async def time_travel_flow(
             fork_to_flow_id=body.fork_to_flow_id,
         ),
     )
-    return _traveled(result)
+    return TimeTravelResponse.of(result)
 
 
 @router.post(
@@ -72,20 +70,4 @@ async def time_travel_flows(body: TimeTravelFlowsBody, eng: EngineDep) -> TimeTr
         dry_run=body.dry_run,
         limit=body.limit,
     )
-    return TimeTravelFlowsResponse(
-        dry_run=result.dry_run,
-        matched=[FlowRunResponse(flow_id=m.flow_id, run_id=m.run_id) for m in result.matched],
-        traveled=[_traveled(t) for t in result.traveled],
-        failed=[
-            TimeTravelFailureResponse(
-                flow_id=f.flow_id, run_id=f.run_id, code=f.code, detail=f.detail
-            )
-            for f in result.failed
-        ],
-    )
-
-
-def _traveled(result: engine.TimeTravelResult) -> TimeTravelResponse:
-    return TimeTravelResponse(
-        flow_id=result.flow_id, run_id=result.run_id, previous_run_id=result.previous_run_id
-    )
+    return TimeTravelFlowsResponse.of(result)
