@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import httpx
 import pytest
 
 import engine
@@ -16,16 +17,31 @@ from tests.client.test_calls import AT, PAYLOAD
 from tests.server import ServerProcess, free_port
 
 
+class AnnouncingTransport(httpx.AsyncHTTPTransport):
+    """The client's transport, telling when a request to a path ending in ``suffix`` goes out."""
+
+    def __init__(self, suffix: str) -> None:
+        super().__init__()
+        self.suffix = suffix
+        self.sent = asyncio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith(self.suffix):
+            self.sent.set()
+        return await super().handle_async_request(request)
+
+
 async def test_a_server_killed_during_a_long_poll_is_unavailable_until_it_is_back(
     tmp_path: Path,
 ) -> None:
     server = ServerProcess(tmp_path, factory=FACTORY)
     await asyncio.to_thread(server.start)
     try:
-        async with Client(server.url, timeout=5) as client:
+        transport = AnnouncingTransport("/result")
+        async with Client(server.url, timeout=5, transport=transport) as client:
             started = await client.start_flow(Orders, "killed", PAYLOAD)
             polling = asyncio.create_task(client.wait_for_flow("killed", wait_seconds=30))
-            await asyncio.sleep(0.3)  # the poll is on the wire, waiting on the server
+            await transport.sent.wait()  # the long poll is on its way to the server
             await asyncio.to_thread(server.kill)
             with pytest.raises(engine.UnavailableError) as caught:
                 await polling
