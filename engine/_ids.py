@@ -121,7 +121,12 @@ def check_event_number(value: Any, what: str) -> int:
 
 def to_datetime(us: int | None) -> datetime | None:
     """Convert stored microseconds to an aware UTC datetime."""
-    return None if us is None else datetime.fromtimestamp(us / 1_000_000, UTC)
+    return None if us is None else moment(us)
+
+
+def moment(us: int) -> datetime:
+    """Convert stored microseconds that are never null to an aware UTC datetime."""
+    return datetime.fromtimestamp(us / 1_000_000, UTC)
 
 
 def to_rfc3339(us: int | None) -> str | None:

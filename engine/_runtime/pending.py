@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 
-from engine._ids import state_key, to_datetime
+from engine._ids import moment, state_key
 from engine._runtime.ports import Database
 from engine._storage import reads, waits
 from engine._storage.records import Phase, execution_id
@@ -48,15 +47,9 @@ def _pending(
         step_type=step_type,
         phase=phase,
         attempt=attempt,
-        created_at=_at(created_at),
-        due_at=None if due_at is None else _at(due_at),
-        timers=[_at(when) for when in timers],
+        created_at=moment(created_at),
+        due_at=None if due_at is None else moment(due_at),
+        timers=[moment(when) for when in timers],
         channels=channels,
         sub_flows=children,
     )
-
-
-def _at(micros: int) -> datetime:
-    when = to_datetime(micros)
-    assert when is not None  # a stored time is never null here
-    return when

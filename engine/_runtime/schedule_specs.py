@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engine import _codec
-from engine._ids import check_id, to_datetime
+from engine._ids import check_id
 from engine._runtime.schedule_times import Times, action_flow_id, check_times
 from engine._runtime.starts import Starter
 from engine._storage.schedules import ScheduleState
@@ -94,12 +94,6 @@ def checked_id(schedule_id: Any) -> str:
 
 def times_of(spec: dict[str, Any]) -> Times:
     return Times(spec["everySeconds"], spec["cron"], spec["timezone"])
-
-
-def at(micros: int) -> datetime:
-    moment = to_datetime(micros)
-    assert moment is not None
-    return moment
 
 
 def instant(moment: Any, field: str) -> int:

@@ -18,12 +18,12 @@ from datetime import datetime
 from typing import Any
 
 from engine import _codec
+from engine._ids import moment
 from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import Database, TimerQueue
 from engine._runtime.schedule_specs import (
     after_token,
-    at,
     checked_id,
     checked_state,
     instant,
@@ -321,7 +321,7 @@ class Schedules:
                 f"a backfill starts at most {MAX_BACKFILL} times; this range holds more",
                 field="endAt",
             )
-        requests = [(moment, await self._request(state, moment)) for moment in when]
+        requests = [(at, await self._request(state, at)) for at in when]
         now = to_micros(self._clock.now())
         result = await self._committer.commit(stored.act(Acting(schedule_id, times=requests), now))
         acted: Acted = result.value
@@ -357,16 +357,18 @@ class Schedules:
         upcoming: list[datetime] = []
         if not state.paused:
             times = times_of(state.spec).after(state.next_time - 1)
-            upcoming = [at(next(times)) for _ in range(NEXT_TIMES)]
+            upcoming = [moment(next(times)) for _ in range(NEXT_TIMES)]
         return ScheduleDescription(
             spec=spec_of(state),
             next_action_times=upcoming,
             recent_actions=[
-                ScheduleAction(at(a.scheduled_at), at(a.started_at), a.flow_id, a.run_id, a.status)
+                ScheduleAction(
+                    moment(a.scheduled_at), moment(a.started_at), a.flow_id, a.run_id, a.status
+                )
                 for a in actions
             ],
             running=running,
             skipped=state.skipped,
-            created_at=at(state.created_at),
-            updated_at=at(state.updated_at),
+            created_at=moment(state.created_at),
+            updated_at=moment(state.updated_at),
         )

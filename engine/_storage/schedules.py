@@ -242,6 +242,8 @@ def act(acting: Acting, now: int) -> Any:
         if acting.new_next is not None:
             values["next_time"] = acting.new_next
         _update(conn, state.schedule_id, values)
+        if acted.started:
+            _keep_recent(conn, state.schedule_id)
         return CommitResult(tuple(changes), acted)
 
     return journaled(unit)
@@ -331,7 +333,12 @@ def _record(
             run_id=run_id,
         )
     )
-    # Keep the last few: the oldest beyond them go.
+
+
+def _keep_recent(conn: Connection, schedule_id: str) -> None:
+    """Delete a Schedule's actions beyond the last few (once per commit, however many it
+    recorded)."""
+    a = t.schedule_actions
     conn.execute(
         delete(a).where(
             a.c.schedule_id == schedule_id,
