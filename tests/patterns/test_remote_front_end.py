@@ -73,11 +73,19 @@ async def test_a_lock_conflict_through_a_front_end_is_the_same_409(
         await front.post(f"{RPC}/start")
         first = await front.post(f"{RPC}/increment", json={"by": 2})
         held = await front.post(f"{RPC}/hold")
+        # The hold's Step takes the lock when it is handed out, after the RPC has answered; it
+        # announces the lock on its Stream, read here from the engine server itself.
+        async with httpx.AsyncClient(base_url=engine_server.url) as direct:
+            holding = await direct.get(
+                "/api/v1/streams/CounterFlow/primitive-rpc/counter-lock/next",
+                params={"resumeToken": "", "waitSeconds": 10},
+            )
         refused = await front.post(f"{RPC}/increment", json={"by": 1})
         await front.post(f"{RPC}/finish")
         counter = await front.get(f"{RPC}/counter")
     assert first.json()["counter"] == 2, first.text
     assert held.status_code in (200, 202), held.text
+    assert holding.json()["message"]["value"].startswith("holding the counter lock"), holding.text
     problem = assert_problem(refused, 409, "RPC_LOCK_CONFLICT")
     assert problem["lockKey"] == "counter"
     assert refused.headers["retry-after"].isdigit()
