@@ -7,10 +7,12 @@ from datetime import timedelta
 from typing import Any
 
 from engine._describe import describe_flow_type
+from engine._loads import rpc_plan_with
 from engine._specs import FlowSpec, IndexKeys, build_flow_spec
 from engine.attribute import IndexType
 from engine.errors import DefinitionError, FlowTypeNotFoundError
 from engine.flow import Flow
+from engine.options import RPCInvokeOptions
 from engine.results import FlowTypeDescription
 
 
@@ -54,6 +56,14 @@ class Registry:
     def specs(self) -> list[FlowSpec]:
         """Return every spec, sorted by Flow type."""
         return [self._specs[t] for t in self.flow_types]
+
+    def check_invoke_options(self, flow_type: str, rpc: str, options: RPCInvokeOptions) -> None:
+        """Raise InvalidArgumentError unless ``options`` are invoke options RPC ``rpc`` of
+        ``flow_type`` accepts: exact AttributeMap instance locks and loads and ChannelMap
+        instance loads of that Flow type's own maps (what the engine checks before an RPC
+        runs; a remote client checks the same before it sends the call)."""
+        spec = self.spec(flow_type)
+        rpc_plan_with(spec.rpc(rpc), spec.states, spec.channels, options)
 
     def index_type(self, key: str) -> IndexType | None:
         """Return the index type of a search key, or None if no Flow declares it."""

@@ -64,7 +64,7 @@ def error_class(code: str) -> type[engine.EngineError] | None:
         if cls in seen:
             continue
         seen.add(cls)
-        # ProgrammingError and its leaves reach callers as RPCHandlerError, never by name.
+        # By code, ProgrammingError and its leaves are RPCHandlerError; see _programming_error.
         if (
             cls.code == code
             and cls is not engine.EngineError
@@ -98,10 +98,26 @@ def error_from_problem(
 ) -> engine.EngineError:
     """Return the engine error of a Problem body, its fields set from the Problem's."""
     code = str(problem.get("code"))
-    cls = error_class(code) or _HTTP_CODES.get(code)
+    cls = _programming_error(problem) or error_class(code) or _HTTP_CODES.get(code)
     if cls is None:
         cls = _BY_STATUS.get(status or int(problem.get("status") or 0), engine.EngineError)
     return _build(cls, problem, operation)
+
+
+def _programming_error(problem: dict[str, Any]) -> type[engine.EngineError] | None:
+    """Return the engine's ProgrammingError leaf an RPC_HANDLER_ERROR names by ``errorType``.
+
+    In process a handler that reads what its invocation did not load raises the engine's own
+    error (``AttributeMapNotLoadedError``, ...) to the caller; the server answers it as
+    RPC_HANDLER_ERROR naming the class, and the client raises that class again. Any other
+    ``errorType`` is the application's own exception: RPCHandlerError, as in process.
+    """
+    if problem.get("code") != engine.RPCHandlerError.code:
+        return None
+    named = getattr(engine, str(problem.get("errorType") or ""), None)
+    if isinstance(named, type) and issubclass(named, engine.ProgrammingError):
+        return named
+    return None
 
 
 def _build(

@@ -8,6 +8,7 @@ describe) and remembered by (Flow ID, run ID), which never changes for a run.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ class RPCTypes:
     takes_input: bool
     input_type: Any
     output_type: Any
+    #: Raises InvalidArgumentError unless invoke options suit this RPC, as the engine checks.
+    check_options: Callable[[engine.RPCInvokeOptions], None]
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,14 @@ def _info_of(registry: engine.Registry, flow_type: str) -> FlowTypeInfo:
         flow_type=flow_type,
         input_type=spec.input_type,
         rpcs={
-            name: RPCTypes(name, d.function, d.takes_input, d.input_type, d.output_type)
+            name: RPCTypes(
+                name,
+                d.function,
+                d.takes_input,
+                d.input_type,
+                d.output_type,
+                functools.partial(registry.check_invoke_options, flow_type, name),
+            )
             for name, d in spec.rpcs.items()
         },
         states={name: state.value_type for name, state in spec.states.items()},

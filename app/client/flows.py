@@ -105,17 +105,19 @@ class FlowCalls(ClientBase):
     ) -> engine.SearchPage:
         """Return one page of the runs matching ``query`` (searchFlows).
 
-        ``flow_type`` confines the search to one Flow type: the query sent is the filter
-        ``FlowType = '<type>'`` AND the caller's filter, its ORDER BY kept at the end.
+        ``flow_type`` confines the search to one Flow type; the server combines it with the
+        parsed query, so no filter text can widen it (as ``Engine.search_flows`` does).
         """
+        if not isinstance(query, str):
+            raise engine.InvalidQueryError("query must be a string", position=0, field="query")
+        if flow_type is not None and not isinstance(flow_type, str):
+            raise engine.InvalidArgumentError(
+                "flow_type must be a non-empty string", field="flowType"
+            )
+        params: dict[str, Any] = {"query": query, "pageSize": page_size, "pageToken": page_token}
         if flow_type is not None:
-            query = confined_query(query, flow_type)
-        data = await self._call(
-            "GET",
-            "/api/v1/flows",
-            "searchFlows",
-            params={"query": query, "pageSize": page_size, "pageToken": page_token},
-        )
+            params["flowType"] = flow_type
+        data = await self._call("GET", "/api/v1/flows", "searchFlows", params=params)
         flows = [flow_info(f) for f in data["flows"]]
         for found in flows:
             self._types.remember_run(found.flow_id, found.run_id, found.flow_type)
@@ -238,27 +240,3 @@ def travel_point(point: engine.TravelPoint) -> dict[str, Any]:
             "method": str(point.method),
         }
     )
-
-
-def confined_query(query: str, flow_type: str) -> str:
-    """Return ``query`` confined to one Flow type, its ORDER BY clause (if any) kept last."""
-    condition = "FlowType = '" + flow_type.replace("'", "''") + "'"
-    filter_text, order = _split_order_by(query)
-    if filter_text.strip():
-        condition = f"{condition} AND ({filter_text.strip()})"
-    return f"{condition} {order}".strip()
-
-
-def _split_order_by(query: str) -> tuple[str, str]:
-    """Split ``query`` before an ORDER BY outside quoted text."""
-    upper = query.upper()
-    quoted = False
-    for i, char in enumerate(query):
-        if char == "'":
-            quoted = not quoted
-        elif not quoted and upper.startswith("ORDER", i):
-            rest = upper[i + 5 :].lstrip()
-            before = query[i - 1] if i else " "
-            if rest.startswith("BY") and (before.isspace() or before == ")"):
-                return query[:i], query[i:]
-    return query, ""

@@ -41,6 +41,8 @@ class StateCalls(ClientBase):
         """
         declared = await self._rpc_types(rpc, flow_id, run_id)
         name = rpc if isinstance(rpc, str) else declared.name if declared else ""
+        if declared is not None and options is not None:
+            declared.check_options(options)
         if declared is None:
             data = engine.to_json_data(input)
         elif not declared.takes_input or declared.input_type is None:

@@ -40,18 +40,27 @@ async def search_flows(
         str,
         Query(
             alias="pageToken",
-            description="nextPageToken of the previous page, with the same query.",
+            description="nextPageToken of the previous page, with the same query and flowType.",
         ),
     ] = "",
+    flow_type: Annotated[
+        str | None,
+        Query(
+            alias="flowType",
+            description="Confine the search to this Flow type. It is combined with the parsed "
+            "query, so no filter text can widen it (unlike FlowType = '...' written into the "
+            "query by hand).",
+        ),
+    ] = None,
 ) -> SearchFlowsResponse:
     """Search Flow runs (open and closed) by system fields and indexed Attributes.
 
     Newest first (StartTime, then run ID) unless the query says ORDER BY. Reads its own writes:
     a run written by an RPC that returned is found by the next search. Errors: 400
     INVALID_QUERY (with the position and what was expected), INVALID_ARGUMENT (pageSize),
-    INVALID_PAGE_TOKEN (malformed, or issued for another query).
+    INVALID_PAGE_TOKEN (malformed, or issued for another query or flowType).
     """
-    page = await eng.search_flows(query, page_size, page_token)
+    page = await eng.search_flows(query, page_size, page_token, flow_type=flow_type)
     return SearchFlowsResponse(
         flows=[FlowInfoResponse.of(f) for f in page.flows], next_page_token=page.next_page_token
     )

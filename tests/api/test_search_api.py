@@ -160,6 +160,43 @@ async def test_seed_query_finds_completed_attribute_flows(make_client: Any) -> N
         assert info["indexedAttributes"] == {"keyword1": "completed", "keyword2": "completed"}
 
 
+async def test_flow_type_confines_the_search_and_no_filter_text_widens_it(
+    make_client: Any,
+) -> None:
+    async with make_client(registry()) as client:
+        await start(client, "attr", **{"primitive-attribute-status": "x"})
+        await start(client, "order", "OrderFlow", **{"order-state": "x"})
+        scoped = await search(client, "keyword1 = 'x'", flowType="OrderFlow")
+        widened = await search(
+            client, "keyword1 = 'y' OR FlowType = 'AttributeFlow'", flowType="OrderFlow"
+        )
+        # Text that closes a parenthesis the scope would open is no filter of its own.
+        hostile = await client.get(
+            "/api/v1/flows",
+            params={
+                "query": "keyword1 = 'y') OR (FlowType = 'AttributeFlow'",
+                "flowType": "OrderFlow",
+            },
+        )
+        empty = await client.get("/api/v1/flows", params={"flowType": ""})
+        first = await search(client, "", flowType="OrderFlow", pageSize=1)
+        unscoped = await client.get(
+            "/api/v1/flows",
+            params={
+                "pageSize": 1,
+                "pageToken": (await search(client, "", pageSize=1))["nextPageToken"],
+                "flowType": "OrderFlow",
+            },
+        )
+    assert [f["flowId"] for f in scoped["flows"]] == ["order"]
+    assert widened["flows"] == []
+    assert_problem(hostile, 400, "INVALID_QUERY")
+    assert_problem(empty, 400, "INVALID_ARGUMENT", field="flowType")
+    assert first["nextPageToken"] == ""
+    # A token is bound to its query and its scope.
+    assert_problem(unscoped, 400, "INVALID_PAGE_TOKEN")
+
+
 async def test_search_reads_its_own_writes_right_after_an_rpc_returns(make_client: Any) -> None:
     async with make_client(registry()) as client:
         await start(client, "f")
