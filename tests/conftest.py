@@ -4,6 +4,7 @@ over real apps."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from app.main import config_from_settings, create_app
 from app.settings import Settings
 from tests.server import TEST_LEASE_SECONDS, TEST_POLL_SECONDS
 from tests.support import backends
+from tests.support.flow_clients import SIDES, ServeFlows, served_flows
 
 
 @pytest.fixture
@@ -62,6 +64,25 @@ def engine_config(tmp_path: Path, db_url: str) -> engine.EngineConfig:
         lease_seconds=TEST_LEASE_SECONDS,
         poll_seconds=TEST_POLL_SECONDS,
     )
+
+
+@pytest.fixture(params=SIDES)
+def serve_flows(
+    request: pytest.FixtureRequest, engine_config: engine.EngineConfig, tmp_path: Path
+) -> ServeFlows:
+    """Return ``serve(flows)``, an async context manager yielding a FlowClient over ``flows``:
+    the Engine in process, then (the test's second run) ``app.client.Client`` on a server
+    process of the same Flows (see :mod:`tests.support.flow_clients`)."""
+    side = request.param
+    server_dir = tmp_path / "server"
+    server_dir.mkdir()
+
+    def serve(
+        flows: list[engine.Flow[Any]],
+    ) -> contextlib.AbstractAsyncContextManager[engine.FlowClient]:
+        return served_flows(side, flows, engine_config, server_dir)
+
+    return serve
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from engine import (
 )
 from engine._storage import reads
 from tests.conftest import running_engine
+from tests.support.flow_clients import ServeFlows
 
 
 class CounterFlow(Flow[None]):
@@ -161,35 +162,35 @@ async def test_many_waiters_on_one_flow_each_get_their_own_match(
 
 
 async def test_a_loosely_typed_attribute_compares_by_json_kind(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
-        await eng.start_flow(
+    async with serve_flows([CounterFlow()]) as flows:
+        await flows.start_flow(
             CounterFlow, "f", options=StartFlowOptions(initial_attributes={"label": True})
         )
-        assert (await eng.wait_for_attribute_match("f", "label", "EQ", True)).matched
+        assert (await flows.wait_for_attribute_match("f", "label", "EQ", True)).matched
         # True is not the number 1, and a bool is not ordered.
-        assert not (await eng.wait_for_attribute_match("f", "label", "EQ", 1)).matched
-        assert not (await eng.wait_for_attribute_match("f", "label", "GE", 0)).matched
-        assert (await eng.wait_for_attribute_match("f", "label", "NE", 1)).matched
+        assert not (await flows.wait_for_attribute_match("f", "label", "EQ", 1)).matched
+        assert not (await flows.wait_for_attribute_match("f", "label", "GE", 0)).matched
+        assert (await flows.wait_for_attribute_match("f", "label", "NE", 1)).matched
 
 
 async def test_engine_api_rejects_bad_arguments_and_closed_flows(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
-        await eng.start_flow(CounterFlow, "f")
+    async with serve_flows([CounterFlow()]) as flows:
+        await flows.start_flow(CounterFlow, "f")
         with pytest.raises(InvalidArgumentError, match="operator"):
-            await eng.wait_for_attribute_match("f", "count", "LIKE", 1)
+            await flows.wait_for_attribute_match("f", "count", "LIKE", 1)
         with pytest.raises(InvalidArgumentError, match="finite"):
-            await eng.wait_for_attribute_match("f", "count", "GT", float("nan"))
+            await flows.wait_for_attribute_match("f", "count", "GT", float("nan"))
         with pytest.raises(InvalidArgumentError, match="waitSeconds"):
-            await eng.wait_for_attribute_match("f", "count", "GT", 1, wait_seconds=60.5)
+            await flows.wait_for_attribute_match("f", "count", "GT", 1, wait_seconds=60.5)
         with pytest.raises(InvalidArgumentError, match="instance"):
-            await eng.wait_for_attribute_match("f", "progress", "EQ", "x", instance="a/b")
+            await flows.wait_for_attribute_match("f", "progress", "EQ", "x", instance="a/b")
         assert not (
-            await eng.wait_for_attribute_match("f", "progress", "EQ", "x", instance="a")
+            await flows.wait_for_attribute_match("f", "progress", "EQ", "x", instance="a")
         ).matched
-        await eng.stop_flow("f")
+        await flows.stop_flow("f")
         with pytest.raises(FlowNotActiveOrNotFoundError):
-            await eng.wait_for_attribute_match("f", "count", "EQ", 1)
+            await flows.wait_for_attribute_match("f", "count", "EQ", 1)

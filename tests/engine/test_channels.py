@@ -41,6 +41,7 @@ from engine import (
 )
 from engine.testing import settle
 from tests.conftest import running_engine
+from tests.support.flow_clients import ServeFlows
 
 # -- the seed's example: move a queued message to the prioritized Channel --------------------
 
@@ -162,58 +163,58 @@ async def test_a_concurrent_consumer_makes_the_move_commit_neither_effect(
 
 
 async def test_deleting_a_missing_message_depends_on_the_caller(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
     flow = ChannelFlow()
-    async with running_engine([flow], engine_config) as eng:
-        await eng.start_flow(ChannelFlow, "table")
+    async with serve_flows([flow]) as flows:
+        await flows.start_flow(ChannelFlow, "table")
         missing = str(uuid.uuid4())
         # Implicitly transactional through a lock: fails and commits nothing.
         with pytest.raises(ChannelMessageNotFoundError) as by_rpc:
-            await eng.invoke_rpc(flow.forget_under_lock, "table", missing)
+            await flows.invoke_rpc(flow.forget_under_lock, "table", missing)
         assert "the transactional RPC committed nothing" in by_rpc.value.detail
-        assert await values(eng, "table", "note") is None
+        assert await values(flows, "table", "note") is None
         # Not transactional: the deletion is a no-op and the other effects commit.
-        await eng.invoke_rpc(flow.forget_without_transaction, "table", missing)
-        assert await values(eng, "table", "note") == "forgot"
+        await flows.invoke_rpc(flow.forget_without_transaction, "table", missing)
+        assert await values(flows, "table", "note") == "forgot"
         # The direct call is CHANNEL_MESSAGE_NOT_FOUND, and says so without speaking of an RPC.
         with pytest.raises(ChannelMessageNotFoundError) as direct:
-            await eng.delete_channel_message("table", "queued-messages", missing)
+            await flows.delete_channel_message("table", "queued-messages", missing)
         assert direct.value.detail == (
             f"message {missing} of Channel queued-messages is not pending (consumed or deleted "
             "already, or never published)"
         )
         assert direct.value.field == "messageId"
         # A known pending ID needs no load to be deleted.
-        await eng.invoke_rpc(flow.queue, "table", "x")
-        [pending] = await queued_ids(eng, "table")
-        await eng.invoke_rpc(flow.forget_under_lock, "table", pending)
-        assert await queued_ids(eng, "table") == []
-        history = [e.event_type for e in (await eng.get_flow_history("table")).events]
+        await flows.invoke_rpc(flow.queue, "table", "x")
+        [pending] = await queued_ids(flows, "table")
+        await flows.invoke_rpc(flow.forget_under_lock, "table", pending)
+        assert await queued_ids(flows, "table") == []
+        history = [e.event_type for e in (await flows.get_flow_history("table")).events]
         assert history.count("CHANNEL_MESSAGE_DELETED") == 1
 
 
 async def test_pending_messages_need_a_load_while_sizes_are_always_there(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
     flow = ChannelFlow()
-    async with running_engine([flow], engine_config) as eng:
-        await eng.start_flow(ChannelFlow, "loads")
-        await eng.invoke_rpc(flow.queue, "loads", "a")
+    async with serve_flows([flow]) as flows:
+        await flows.start_flow(ChannelFlow, "loads")
+        await flows.invoke_rpc(flow.queue, "loads", "a")
         with pytest.raises(ChannelMessagesNotLoadedError):
-            await eng.invoke_rpc(flow.peek_unloaded, "loads")
+            await flows.invoke_rpc(flow.peek_unloaded, "loads")
         # Loaded and empty is (); the unloaded queue still shows its size.
-        assert await eng.invoke_rpc(flow.peek, "loads") == {"size": 1, "prioritized": []}
+        assert await flows.invoke_rpc(flow.peek, "loads") == {"size": 1, "prioritized": []}
 
 
-async def test_message_ids_are_uuid7_increasing_in_fifo_order(engine_config: EngineConfig) -> None:
+async def test_message_ids_are_uuid7_increasing_in_fifo_order(serve_flows: ServeFlows) -> None:
     flow = ChannelFlow()
-    async with running_engine([flow], engine_config) as eng:
-        await eng.start_flow(ChannelFlow, "fifo")
+    async with serve_flows([flow]) as flows:
+        await flows.start_flow(ChannelFlow, "fifo")
         for n in range(30):
-            await eng.invoke_rpc(flow.queue, "fifo", f"m{n}")
-        page = await eng.list_channel_messages("fifo", "queued-messages", page_size=20)
-        rest = await eng.list_channel_messages(
+            await flows.invoke_rpc(flow.queue, "fifo", f"m{n}")
+        page = await flows.list_channel_messages("fifo", "queued-messages", page_size=20)
+        rest = await flows.list_channel_messages(
             "fifo", "queued-messages", page_size=20, page_token=page.next_page_token
         )
         assert rest.next_page_token == ""
@@ -516,31 +517,34 @@ class Inbox(Flow[None]):
 
 
 async def test_channel_map_keys_and_sizes_need_no_load_but_messages_do(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
     flow = Inbox()
-    async with running_engine([flow], engine_config) as eng:
-        await eng.start_flow(Inbox, "ib")
-        await eng.invoke_rpc(flow.post, "ib", {"box": "ada", "text": "hi"})
-        assert await eng.invoke_rpc(flow.post, "ib", {"box": "bob", "text": "yo"}) == [
+    async with serve_flows([flow]) as flows:
+        await flows.start_flow(Inbox, "ib")
+        await flows.invoke_rpc(flow.post, "ib", {"box": "ada", "text": "hi"})
+        assert await flows.invoke_rpc(flow.post, "ib", {"box": "bob", "text": "yo"}) == [
             "ada",
             "bob",
         ]
-        await eng.invoke_rpc(flow.post, "ib", {"box": "ada", "text": "again"})
-        assert await eng.invoke_rpc(flow.census, "ib") == {"ada": 2, "bob": 1}
+        await flows.invoke_rpc(flow.post, "ib", {"box": "ada", "text": "again"})
+        assert await flows.invoke_rpc(flow.census, "ib") == {"ada": 2, "bob": 1}
         with pytest.raises(ChannelMessagesNotLoadedError):
-            await eng.invoke_rpc(flow.read_box, "ib", "ada")
+            await flows.invoke_rpc(flow.read_box, "ib", "ada")
         exact = RPCInvokeOptions(load_channel_map_instances=(Inbox.boxes.load_messages("ada"),))
-        assert await eng.invoke_rpc(flow.read_box, "ib", "ada", options=exact) == ["hi", "again"]
+        assert await flows.invoke_rpc(flow.read_box, "ib", "ada", options=exact) == ["hi", "again"]
         with pytest.raises(ChannelMessagesNotLoadedError):  # the load was for "ada" only
-            await eng.invoke_rpc(flow.read_box, "ib", "bob", options=exact)
-        assert await eng.invoke_rpc(flow.read_all, "ib") == {"ada": ["hi", "again"], "bob": ["yo"]}
+            await flows.invoke_rpc(flow.read_box, "ib", "bob", options=exact)
+        assert await flows.invoke_rpc(flow.read_all, "ib") == {
+            "ada": ["hi", "again"],
+            "bob": ["yo"],
+        }
         foreign = RPCInvokeOptions(
             load_channel_map_instances=(ForeignBoxes.boxes.load_messages("ada"),)
         )
         with pytest.raises(InvalidArgumentError, match="another Flow type's definition"):
-            await eng.invoke_rpc(flow.read_box, "ib", "ada", options=foreign)
-        listed = [(c.name, c.instance, c.size) for c in (await eng.list_channels("ib")).channels]
+            await flows.invoke_rpc(flow.read_box, "ib", "ada", options=foreign)
+        listed = [(c.name, c.instance, c.size) for c in (await flows.list_channels("ib")).channels]
         assert listed == [("boxes", "ada", 2), ("boxes", "bob", 1), ("log", None, 0)]
 
 
@@ -805,12 +809,12 @@ async def test_wait_for_publishes_with_its_wait_and_sizes_follow_staged_work(
 
 
 async def test_a_handler_deleting_a_malformed_message_id_is_refused_naming_the_field(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
     flow = ChannelFlow()
-    async with running_engine([flow], engine_config) as eng:
-        await eng.start_flow(ChannelFlow, "ids")
+    async with serve_flows([flow]) as flows:
+        await flows.start_flow(ChannelFlow, "ids")
         with pytest.raises(InvalidArgumentError) as refused:
-            await eng.invoke_rpc(flow.forget_without_transaction, "ids", "not-a-message-id")
+            await flows.invoke_rpc(flow.forget_without_transaction, "ids", "not-a-message-id")
         assert refused.value.field == "messageId"
-        assert await values(eng, "ids", "note") is None
+        assert await values(flows, "ids", "note") is None

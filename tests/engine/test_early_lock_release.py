@@ -123,12 +123,12 @@ async def test_concurrent_increments_on_one_flow_lose_and_duplicate_nothing(
     full_sync: engine.EngineConfig,
 ) -> None:
     calls = 200
-    async with running_engine([CounterFlow()], full_sync) as eng:
-        await eng.start_flow(CounterFlow, "c")
+    async with running_engine([CounterFlow()], full_sync) as flows:
+        await flows.start_flow(CounterFlow, "c")
         turn = asyncio.Lock()
-        answers = await asyncio.gather(*(_increment(eng, "c", turn) for _ in range(calls)))
+        answers = await asyncio.gather(*(_increment(flows, "c", turn) for _ in range(calls)))
         assert sorted(answers) == list(range(1, calls + 1))
-        assert await _counter(eng, "c") == calls
+        assert await _counter(flows, "c") == calls
 
 
 async def test_a_failed_hand_off_fails_its_readers_and_not_its_neighbours(

@@ -46,6 +46,7 @@ from engine import (
 from engine.testing import settle
 from tests.conftest import running_engine
 from tests.support.backends import postgres_only, sqlite_only
+from tests.support.flow_clients import ServeFlows
 
 
 def manual(config: EngineConfig) -> tuple[EngineConfig, ManualClock]:
@@ -84,12 +85,12 @@ class PipelineFlow(Flow[str]):
 
 
 async def test_flow_runs_its_steps_to_completion_and_reports_the_completion(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([PipelineFlow()], engine_config) as eng:
-        started = await eng.start_flow(PipelineFlow, "p-1", "abc")
+    async with serve_flows([PipelineFlow()]) as flows:
+        started = await flows.start_flow(PipelineFlow, "p-1", "abc")
         assert started.started is True
-        result = await eng.wait_for_flow("p-1", wait_seconds=10)
+        result = await flows.wait_for_flow("p-1", wait_seconds=10)
     assert result.status == "COMPLETED"
     assert result.run_id == started.run_id
     assert [c.step_type for c in result.completions] == ["Store"]
@@ -101,13 +102,13 @@ async def test_flow_runs_its_steps_to_completion_and_reports_the_completion(
 
 
 async def test_flow_input_is_validated_against_the_start_step_input(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([PipelineFlow()], engine_config) as eng:
+    async with serve_flows([PipelineFlow()]) as flows:
         with pytest.raises(InvalidArgumentError, match="input"):
-            await eng.start_flow(PipelineFlow, "p-bad", {"not": "a string"})
+            await flows.start_flow(PipelineFlow, "p-bad", {"not": "a string"})
         with pytest.raises(FlowNotFoundError):
-            await eng.describe_flow("p-bad")
+            await flows.describe_flow("p-bad")
 
 
 # -- initial Attributes ----------------------------------------------------------------------
@@ -126,30 +127,30 @@ class InitialFlow(Flow[None]):
 
 
 async def test_initial_attributes_commit_with_the_start_and_the_first_step_sees_them(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([InitialFlow()], engine_config) as eng:
-        await eng.start_flow(
+    async with serve_flows([InitialFlow()]) as flows:
+        await flows.start_flow(
             InitialFlow, "i-1", None, StartFlowOptions(initial_attributes={"greeting": "hello"})
         )
-        result = await eng.wait_for_flow("i-1", wait_seconds=10)
+        result = await flows.wait_for_flow("i-1", wait_seconds=10)
     assert result.completions[0].output == {"greeting": "hello"}
 
 
 async def test_initial_attributes_with_unknown_names_or_wrong_types_are_rejected(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([InitialFlow()], engine_config) as eng:
+    async with serve_flows([InitialFlow()]) as flows:
         with pytest.raises(InvalidArgumentError, match="no Attribute or AttributeMap named"):
-            await eng.start_flow(
+            await flows.start_flow(
                 InitialFlow, "i-2", None, StartFlowOptions(initial_attributes={"nope": 1})
             )
         with pytest.raises(InvalidArgumentError, match="greeting"):
-            await eng.start_flow(
+            await flows.start_flow(
                 InitialFlow, "i-2", None, StartFlowOptions(initial_attributes={"greeting": 5})
             )
         with pytest.raises(FlowNotFoundError):
-            await eng.describe_flow("i-2")
+            await flows.describe_flow("i-2")
 
 
 # -- decisions -------------------------------------------------------------------------------
@@ -221,24 +222,24 @@ class RaceFlow(Flow[None]):
 
 
 async def test_force_complete_completes_now_and_cancels_the_other_active_steps(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([RaceFlow()], engine_config) as eng:
-        await eng.start_flow(RaceFlow, "race", None)
-        result = await eng.wait_for_flow("race", wait_seconds=10)
-        history = await eng.get_flow_history("race")
+    async with serve_flows([RaceFlow()]) as flows:
+        await flows.start_flow(RaceFlow, "race", None)
+        result = await flows.wait_for_flow("race", wait_seconds=10)
+        history = await flows.get_flow_history("race")
     assert result.status == "COMPLETED"
     assert [(c.step_type, c.output) for c in result.completions] == [("Decider", "decided")]
     closed = [e for e in history.events if e.event_type == "FLOW_CLOSED"]
     assert closed[0].details["status"] == "COMPLETED"
 
 
-async def test_force_fail_fails_the_flow_with_the_error(engine_config: EngineConfig) -> None:
-    async with running_engine([RaceFlow()], engine_config) as eng:
-        await eng.start_flow(
+async def test_force_fail_fails_the_flow_with_the_error(serve_flows: ServeFlows) -> None:
+    async with serve_flows([RaceFlow()]) as flows:
+        await flows.start_flow(
             RaceFlow, "race-f", None, StartFlowOptions(initial_attributes={"mode": "fail"})
         )
-        result = await eng.wait_for_flow("race-f", wait_seconds=10)
+        result = await flows.wait_for_flow("race-f", wait_seconds=10)
     assert (result.status, result.error_type, result.error_message) == (
         "FAILED",
         "GaveUp",
@@ -282,11 +283,11 @@ class GarbageFlow(Flow[None]):
 
 
 async def test_a_step_returning_no_decision_fails_the_flow_with_invalid_step_result(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([GarbageFlow()], engine_config) as eng:
-        await eng.start_flow(GarbageFlow, "garbage", None)
-        result = await eng.wait_for_flow("garbage", wait_seconds=10)
+    async with serve_flows([GarbageFlow()]) as flows:
+        await flows.start_flow(GarbageFlow, "garbage", None)
+        result = await flows.wait_for_flow("garbage", wait_seconds=10)
     assert (result.status, result.error_type) == ("FAILED", "InvalidStepResultError")
 
 
@@ -319,52 +320,52 @@ class QuickFlow(Flow[None]):
 
 
 async def test_starting_a_running_flow_id_raises_flow_already_started(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([ParkedFlow()], engine_config) as eng:
-        first = await eng.start_flow(ParkedFlow, "dup", None)
+    async with serve_flows([ParkedFlow()]) as flows:
+        first = await flows.start_flow(ParkedFlow, "dup", None)
         with pytest.raises(FlowAlreadyStartedError) as info:
-            await eng.start_flow(ParkedFlow, "dup", None)
+            await flows.start_flow(ParkedFlow, "dup", None)
         assert info.value.run_id == first.run_id
 
 
 async def test_same_request_id_with_ignore_already_started_returns_the_running_run(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([ParkedFlow()], engine_config) as eng:
+    async with serve_flows([ParkedFlow()]) as flows:
         options = StartFlowOptions(request_id="req-1", ignore_already_started=True)
-        first = await eng.start_flow(ParkedFlow, "idem", None, options)
-        again = await eng.start_flow(ParkedFlow, "idem", None, options)
+        first = await flows.start_flow(ParkedFlow, "idem", None, options)
+        again = await flows.start_flow(ParkedFlow, "idem", None, options)
         assert (again.run_id, again.started) == (first.run_id, False)
         with pytest.raises(FlowAlreadyStartedError):
-            await eng.start_flow(
+            await flows.start_flow(
                 ParkedFlow,
                 "idem",
                 None,
                 StartFlowOptions(request_id="req-2", ignore_already_started=True),
             )
         with pytest.raises(FlowAlreadyStartedError):
-            await eng.start_flow(ParkedFlow, "idem", None, StartFlowOptions(request_id="req-1"))
+            await flows.start_flow(ParkedFlow, "idem", None, StartFlowOptions(request_id="req-1"))
 
 
 async def test_allow_duplicate_starts_a_new_run_after_the_previous_one_closed(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([QuickFlow()], engine_config) as eng:
-        first = await eng.start_flow(QuickFlow, "reuse", None)
-        await eng.wait_for_flow("reuse", wait_seconds=10)
-        second = await eng.start_flow(QuickFlow, "reuse", None)
+    async with serve_flows([QuickFlow()]) as flows:
+        first = await flows.start_flow(QuickFlow, "reuse", None)
+        await flows.wait_for_flow("reuse", wait_seconds=10)
+        second = await flows.start_flow(QuickFlow, "reuse", None)
         assert second.started and second.run_id != first.run_id
-        assert (await eng.describe_flow("reuse")).run_id == second.run_id
-        assert (await eng.describe_flow("reuse", first.run_id)).status == "COMPLETED"
+        assert (await flows.describe_flow("reuse")).run_id == second.run_id
+        assert (await flows.describe_flow("reuse", first.run_id)).status == "COMPLETED"
 
 
-async def test_reject_duplicate_refuses_any_second_run(engine_config: EngineConfig) -> None:
-    async with running_engine([QuickFlow()], engine_config) as eng:
-        await eng.start_flow(QuickFlow, "rej", None)
-        await eng.wait_for_flow("rej", wait_seconds=10)
+async def test_reject_duplicate_refuses_any_second_run(serve_flows: ServeFlows) -> None:
+    async with serve_flows([QuickFlow()]) as flows:
+        await flows.start_flow(QuickFlow, "rej", None)
+        await flows.wait_for_flow("rej", wait_seconds=10)
         with pytest.raises(FlowAlreadyStartedError, match="REJECT_DUPLICATE"):
-            await eng.start_flow(
+            await flows.start_flow(
                 QuickFlow,
                 "rej",
                 None,
@@ -373,32 +374,32 @@ async def test_reject_duplicate_refuses_any_second_run(engine_config: EngineConf
 
 
 async def test_allow_duplicate_failed_only_restarts_only_after_a_failure(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
     policy = StartFlowOptions(id_reuse_policy=IdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY)
-    async with running_engine([QuickFlow()], engine_config) as eng:
-        await eng.start_flow(QuickFlow, "ok-run", None)
-        await eng.wait_for_flow("ok-run", wait_seconds=10)
+    async with serve_flows([QuickFlow()]) as flows:
+        await flows.start_flow(QuickFlow, "ok-run", None)
+        await flows.wait_for_flow("ok-run", wait_seconds=10)
         with pytest.raises(FlowAlreadyStartedError):
-            await eng.start_flow(QuickFlow, "ok-run", None, policy)
-        await eng.start_flow(
+            await flows.start_flow(QuickFlow, "ok-run", None, policy)
+        await flows.start_flow(
             QuickFlow, "bad-run", None, StartFlowOptions(initial_attributes={"fail": True})
         )
-        assert (await eng.wait_for_flow("bad-run", wait_seconds=10)).status == "FAILED"
-        assert (await eng.start_flow(QuickFlow, "bad-run", None, policy)).started
+        assert (await flows.wait_for_flow("bad-run", wait_seconds=10)).status == "FAILED"
+        assert (await flows.start_flow(QuickFlow, "bad-run", None, policy)).started
 
 
 async def test_terminate_if_running_terminates_the_open_run_and_starts_a_new_one(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
     policy = StartFlowOptions(id_reuse_policy=IdReusePolicy.TERMINATE_IF_RUNNING)
-    async with running_engine([ParkedFlow()], engine_config) as eng:
-        first = await eng.start_flow(ParkedFlow, "term", None)
-        second = await eng.start_flow(ParkedFlow, "term", None, policy)
+    async with serve_flows([ParkedFlow()]) as flows:
+        first = await flows.start_flow(ParkedFlow, "term", None)
+        second = await flows.start_flow(ParkedFlow, "term", None, policy)
         assert second.started and second.run_id != first.run_id
-        old = await eng.wait_for_flow("term", first.run_id, wait_seconds=5)
+        old = await flows.wait_for_flow("term", first.run_id, wait_seconds=5)
         assert old.status == "TERMINATED"
-        assert (await eng.describe_flow("term")).status == "RUNNING"
+        assert (await flows.describe_flow("term")).status == "RUNNING"
 
 
 # -- stop and timeouts -----------------------------------------------------------------------
@@ -409,18 +410,18 @@ async def test_terminate_if_running_terminates_the_open_run_and_starts_a_new_one
     [(StopType.CANCEL, "CANCELED"), (StopType.TERMINATE, "TERMINATED"), (StopType.FAIL, "FAILED")],
 )
 async def test_stop_closes_the_run_with_the_matching_status(
-    engine_config: EngineConfig, stop_type: StopType, status: str
+    serve_flows: ServeFlows, stop_type: StopType, status: str
 ) -> None:
-    async with running_engine([ParkedFlow()], engine_config) as eng:
-        await eng.start_flow(ParkedFlow, "stop-me", None)
-        await eng.stop_flow("stop-me", stop_type, "because")
-        result = await eng.wait_for_flow("stop-me", wait_seconds=5)
+    async with serve_flows([ParkedFlow()]) as flows:
+        await flows.start_flow(ParkedFlow, "stop-me", None)
+        await flows.stop_flow("stop-me", stop_type, "because")
+        result = await flows.wait_for_flow("stop-me", wait_seconds=5)
         assert result.status == status
         assert result.error_message == "because"
         with pytest.raises(FlowNotActiveOrNotFoundError):
-            await eng.stop_flow("stop-me")
+            await flows.stop_flow("stop-me")
         with pytest.raises(FlowNotActiveOrNotFoundError):
-            await eng.stop_flow("never-started")
+            await flows.stop_flow("never-started")
 
 
 class Doze(Step[None]):
@@ -515,23 +516,23 @@ class FailureRouteFlow(Flow[None]):
 
 
 async def test_a_step_failure_without_retries_left_takes_the_failure_route(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([FailureRouteFlow()], engine_config) as eng:
-        await eng.start_flow(FailureRouteFlow, "route", None)
-        result = await eng.wait_for_flow("route", wait_seconds=10)
+    async with serve_flows([FailureRouteFlow()]) as flows:
+        await flows.start_flow(FailureRouteFlow, "route", None)
+        result = await flows.wait_for_flow("route", wait_seconds=10)
     assert result.status == "COMPLETED"
     assert result.completions[0].output == {"recovered": "ValueError", "from": "Breaks"}
 
 
 async def test_a_step_failure_without_a_failure_route_fails_the_flow(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([QuickFlow()], engine_config) as eng:
-        await eng.start_flow(
+    async with serve_flows([QuickFlow()]) as flows:
+        await flows.start_flow(
             QuickFlow, "fails", None, StartFlowOptions(initial_attributes={"fail": True})
         )
-        result = await eng.wait_for_flow("fails", wait_seconds=10)
+        result = await flows.wait_for_flow("fails", wait_seconds=10)
     assert (result.status, result.error_type, result.error_message) == (
         "FAILED",
         "RuntimeError",

@@ -21,6 +21,7 @@ from engine import Context, Flow, RPCHandlerError, Step, StepDecision, StepList,
 from engine.step import graceful_complete
 from tests.conftest import running_engine
 from tests.support.backends import backend_independent
+from tests.support.flow_clients import ServeFlows
 from tests.support.waiting import eventually
 
 pytestmark = backend_independent("handler threads do not touch the database")
@@ -131,16 +132,16 @@ async def test_a_def_rpc_sees_the_callers_context_variables(
 
 
 async def test_what_a_def_rpc_raises_reaches_the_caller(
-    engine_config: engine.EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([BlockingFlow()], engine_config) as eng:
-        await eng.start_flow(BlockingFlow, "b")
+    async with serve_flows([BlockingFlow()]) as flows:
+        await flows.start_flow(BlockingFlow, "b")
         with pytest.raises(RPCHandlerError) as raised:
-            await eng.invoke_rpc("fail", "b", None)
+            await flows.invoke_rpc("fail", "b", None)
         assert raised.value.code == "RPC_HANDLER_ERROR"
         assert "LookupError" in str(raised.value)
         # The thread that raised serves the next call.
-        assert await eng.invoke_rpc("caller", "b", None) == "none"
+        assert await flows.invoke_rpc("caller", "b", None) == "none"
 
 
 async def test_blocking_def_steps_run_at_most_step_threads_at_once(

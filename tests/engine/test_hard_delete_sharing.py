@@ -21,6 +21,7 @@ from engine import (
     rpc,
 )
 from tests.conftest import running_engine
+from tests.support.flow_clients import ServeFlows
 
 
 class VaultFlow(Flow[None]):
@@ -49,29 +50,29 @@ class VaultFlow(Flow[None]):
 
 
 async def test_a_new_run_of_the_flow_id_reads_the_value_an_earlier_run_stored(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
     flow = VaultFlow()
-    async with running_engine([flow], engine_config) as eng:
+    async with serve_flows([flow]) as flows:
         initial = {"secret": "s1", "keys/api": "k1"}
-        first = await eng.start_flow(
+        first = await flows.start_flow(
             VaultFlow, "v", options=StartFlowOptions(initial_attributes=initial)
         )
-        await eng.stop_flow("v")
-        second = await eng.start_flow(VaultFlow, "v")  # writes nothing itself
-        revealed = await eng.invoke_rpc("reveal", "v")
-        key = await eng.invoke_rpc(
+        await flows.stop_flow("v")
+        second = await flows.start_flow(VaultFlow, "v")  # writes nothing itself
+        revealed = await flows.invoke_rpc("reveal", "v")
+        key = await flows.invoke_rpc(
             flow.reveal_key,
             "v",
             "api",
             options=RPCInvokeOptions(load_attribute_map_instances=(flow.keys.load("api"),)),
         )
-        read = await eng.get_attributes("v", ["secret", "keys/api"])
-        every = await eng.invoke_rpc("all_keys", "v")  # a whole-map load sees them too
+        read = await flows.get_attributes("v", ["secret", "keys/api"])
+        every = await flows.invoke_rpc("all_keys", "v")  # a whole-map load sees them too
         # The second run deletes the one stored value: the first run reads it as absent too.
-        await eng.invoke_rpc("forget", "v")
-        after_second = await eng.get_attributes("v", ["secret"])
-        after_first = await eng.get_attributes("v", ["secret"], run_id=first.run_id)
+        await flows.invoke_rpc("forget", "v")
+        after_second = await flows.get_attributes("v", ["secret"])
+        after_first = await flows.get_attributes("v", ["secret"], run_id=first.run_id)
     assert second.run_id != first.run_id
     assert (revealed, key) == ("s1", "k1")
     assert read.values == {"secret": "s1", "keys/api": "k1"}
@@ -111,16 +112,16 @@ async def test_deleting_a_hard_delete_map_instance_deletes_its_stored_value(
 
 
 async def test_a_refused_commit_has_still_overwritten_the_stored_value(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([KeyringFlow()], engine_config) as eng:
+    async with serve_flows([KeyringFlow()]) as flows:
         options = StartFlowOptions(initial_attributes={"secret": "before"})
-        first = await eng.start_flow(KeyringFlow, "k", options=options)
-        await eng.stop_flow("k")
+        first = await flows.start_flow(KeyringFlow, "k", options=options)
+        await flows.stop_flow("k")
         # The RPC's handler ran on the closed run and wrote the value; its commit is refused.
         with pytest.raises(FlowNotActiveOrNotFoundError):
-            await eng.invoke_rpc("overwrite", "k", "after", run_id=first.run_id)
-        read = await eng.get_attributes("k", ["secret"], run_id=first.run_id)
+            await flows.invoke_rpc("overwrite", "k", "after", run_id=first.run_id)
+        read = await flows.get_attributes("k", ["secret"], run_id=first.run_id)
     assert read.values == {"secret": "after"}  # the seed: written before the commit
 
 

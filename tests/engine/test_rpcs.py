@@ -40,6 +40,7 @@ from engine import (
 )
 from engine.testing import settle
 from tests.conftest import running_engine
+from tests.support.flow_clients import ServeFlows
 
 
 class Gate:
@@ -193,10 +194,10 @@ async def test_rpc_lock_held_by_another_rpc_fails_at_once_naming_an_rpc(
 
 
 async def test_parallel_read_modify_write_callers_retrying_conflicts_lose_no_update(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
-        await _start(eng)
+    async with serve_flows([CounterFlow()]) as flows:
+        await _start(flows)
         conflicts = 0
 
         async def caller() -> int:
@@ -204,14 +205,14 @@ async def test_parallel_read_modify_write_callers_retrying_conflicts_lose_no_upd
             delay = 0.001
             while True:
                 try:
-                    return int(await eng.invoke_rpc("increment", "c", 1))
+                    return int(await flows.invoke_rpc("increment", "c", 1))
                 except RPCLockConflictError:
                     conflicts += 1
                     await asyncio.sleep(random.uniform(0, delay))
                     delay = min(delay * 2, 0.05)
 
         results = await asyncio.gather(*(caller() for _ in range(20)))
-        final = await eng.get_attributes("c", ["counter"])
+        final = await flows.get_attributes("c", ["counter"])
     assert sorted(results) == list(range(1, 21))
     assert final.values == {"counter": 20}
     assert conflicts > 0  # the callers really did collide
@@ -276,13 +277,13 @@ async def test_regular_attributes_are_always_loaded_but_map_instances_only_when_
     ],
 )
 async def test_invoke_options_are_validated_before_anything_runs(
-    engine_config: EngineConfig, options: RPCInvokeOptions, message: str
+    serve_flows: ServeFlows, options: RPCInvokeOptions, message: str
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
-        await _start(eng)
+    async with serve_flows([CounterFlow()]) as flows:
+        await _start(flows)
         with pytest.raises(InvalidArgumentError, match=message):
-            await eng.invoke_rpc("write_label", "c", "changed", options=options)
-        assert (await eng.get_attributes("c", ["label"])).values == {}
+            await flows.invoke_rpc("write_label", "c", "changed", options=options)
+        assert (await flows.get_attributes("c", ["label"])).values == {}
 
 
 async def test_invoke_options_are_unioned_and_deduplicated_with_the_definition(
@@ -310,45 +311,45 @@ async def test_invoke_options_are_unioned_and_deduplicated_with_the_definition(
 
 
 async def test_read_only_rpc_without_locks_answers_on_a_closed_run(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
-        await _start(eng, counter=7)
-        await eng.stop_flow("c")
-        assert await eng.invoke_rpc("peek", "c") == 7
+    async with serve_flows([CounterFlow()]) as flows:
+        await _start(flows, counter=7)
+        await flows.stop_flow("c")
+        assert await flows.invoke_rpc("peek", "c") == 7
 
 
 @pytest.mark.parametrize("rpc_name", ["write_label", "increment", "transactional_peek"])
 async def test_rpc_with_durable_effects_locks_or_transactional_is_rejected_on_a_closed_run(
-    engine_config: EngineConfig, rpc_name: str
+    serve_flows: ServeFlows, rpc_name: str
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
-        await _start(eng, counter=7)
-        await eng.stop_flow("c")
+    async with serve_flows([CounterFlow()]) as flows:
+        await _start(flows, counter=7)
+        await flows.stop_flow("c")
         arg = {"write_label": "late", "increment": 1, "transactional_peek": None}[rpc_name]
         with pytest.raises(FlowNotActiveOrNotFoundError):
-            await eng.invoke_rpc(rpc_name, "c", arg)
-        assert (await eng.get_attributes("c", ["counter", "label"])).values == {"counter": 7}
+            await flows.invoke_rpc(rpc_name, "c", arg)
+        assert (await flows.get_attributes("c", ["counter", "label"])).values == {"counter": 7}
 
 
 async def test_rpc_on_a_missing_flow_raises_flow_not_active_or_not_found(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
+    async with serve_flows([CounterFlow()]) as flows:
         with pytest.raises(FlowNotActiveOrNotFoundError):
-            await eng.invoke_rpc("peek", "nobody")
+            await flows.invoke_rpc("peek", "nobody")
         with pytest.raises(FlowNotActiveOrNotFoundError):
-            await eng.invoke_rpc(CounterFlow().peek, "nobody")
+            await flows.invoke_rpc(CounterFlow().peek, "nobody")
 
 
 async def test_rpc_timeout_fails_the_call_and_commits_nothing(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
-        await _start(eng)
+    async with serve_flows([CounterFlow()]) as flows:
+        await _start(flows)
         with pytest.raises(RPCTimeoutError, match="within 0.2 s"):
-            await eng.invoke_rpc("too_slow", "c")
-        assert (await eng.get_attributes("c", ["label"])).values == {}
+            await flows.invoke_rpc("too_slow", "c")
+        assert (await flows.get_attributes("c", ["label"])).values == {}
 
 
 async def test_the_servers_default_rpc_timeout_bounds_rpcs_without_their_own(
@@ -391,12 +392,12 @@ async def test_a_server_running_every_rpc_transactionally_refuses_them_on_a_clos
 
 
 async def test_a_raising_handler_surfaces_as_rpc_handler_error_naming_the_type(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
-        await _start(eng)
+    async with serve_flows([CounterFlow()]) as flows:
+        await _start(flows)
         with pytest.raises(RPCHandlerError) as info:
-            await eng.invoke_rpc("explode", "c")
+            await flows.invoke_rpc("explode", "c")
         assert info.value.error_type == "KeyError"
 
 
@@ -550,17 +551,17 @@ class SecondKind(Flow[None]):
 
 
 async def test_rpc_by_name_follows_a_flow_id_reused_by_another_flow_type(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([FirstKind(), SecondKind()], engine_config) as eng:
-        await eng.start_flow(FirstKind, "shared-id", None)
-        assert await eng.invoke_rpc("whoami", "shared-id") == "first"
-        await eng.stop_flow("shared-id")
-        await eng.start_flow(SecondKind, "shared-id", None)
-        assert await eng.invoke_rpc("whoami", "shared-id") == "second"
-        assert await eng.invoke_rpc("only_second", "shared-id") == "yes"
-        await eng.stop_flow("shared-id")
-        await eng.start_flow(FirstKind, "shared-id", None)
+    async with serve_flows([FirstKind(), SecondKind()]) as flows:
+        await flows.start_flow(FirstKind, "shared-id", None)
+        assert await flows.invoke_rpc("whoami", "shared-id") == "first"
+        await flows.stop_flow("shared-id")
+        await flows.start_flow(SecondKind, "shared-id", None)
+        assert await flows.invoke_rpc("whoami", "shared-id") == "second"
+        assert await flows.invoke_rpc("only_second", "shared-id") == "yes"
+        await flows.stop_flow("shared-id")
+        await flows.start_flow(FirstKind, "shared-id", None)
         with pytest.raises(RPCNotFoundError):
-            await eng.invoke_rpc("only_second", "shared-id")
-        assert await eng.invoke_rpc("whoami", "shared-id") == "first"
+            await flows.invoke_rpc("only_second", "shared-id")
+        assert await flows.invoke_rpc("whoami", "shared-id") == "first"

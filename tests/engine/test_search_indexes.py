@@ -31,6 +31,7 @@ from engine import (
     rpc,
 )
 from tests.conftest import running_engine
+from tests.support.flow_clients import ServeFlows
 
 
 class Hold(Step[None]):
@@ -79,32 +80,50 @@ class SearchFlow(Flow[None]):
         return RPCResult(None, next_steps=(StepMovement.of(Hold, None),))
 
 
+class OtherFlow(Flow[None]):
+    """Indexes ``status`` under SearchFlow's key: a search scoped to one type must not see it."""
+
+    status = Attribute("status", str, index=AttributeIndex(IndexType.KEYWORD, "keyword1"))
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.empty()
+
+
+class ColorFlow(Flow[None]):
+    """Indexes ``color`` under its own name, the default key."""
+
+    color = Attribute("color", str, index=AttributeIndex(IndexType.KEYWORD))
+
+    def get_steps(self) -> StepList[None]:
+        return StepList.empty()
+
+
 async def found(eng: Any, query: str, **kwargs: Any) -> set[str]:
     page = await eng.search_flows(query, **kwargs)
     return {f.flow_id for f in page.flows}
 
 
 async def test_the_last_instance_write_of_a_commit_sets_the_map_search_value(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([SearchFlow()], engine_config) as eng:
-        await eng.start_flow(SearchFlow, "f")
-        await eng.invoke_rpc("set_progress", "f", [["payment", "paid"], ["shipping", "sent"]])
-        assert await found(eng, "keyword2 = 'sent'") == {"f"}
-        assert await found(eng, "keyword2 = 'paid'") == set()
+    async with serve_flows([SearchFlow()]) as flows:
+        await flows.start_flow(SearchFlow, "f")
+        await flows.invoke_rpc("set_progress", "f", [["payment", "paid"], ["shipping", "sent"]])
+        assert await found(flows, "keyword2 = 'sent'") == {"f"}
+        assert await found(flows, "keyword2 = 'paid'") == set()
 
 
 async def test_deleting_any_map_instance_removes_the_map_search_value(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([SearchFlow()], engine_config) as eng:
-        await eng.start_flow(SearchFlow, "f")
-        await eng.invoke_rpc("set_progress", "f", [["payment", "paid"]])
-        await eng.invoke_rpc("set_progress", "f", [["shipping", "sent"]])
+    async with serve_flows([SearchFlow()]) as flows:
+        await flows.start_flow(SearchFlow, "f")
+        await flows.invoke_rpc("set_progress", "f", [["payment", "paid"]])
+        await flows.invoke_rpc("set_progress", "f", [["shipping", "sent"]])
         # A deletion is a write of the shared search field, like any instance write.
-        await eng.invoke_rpc("delete_progress", "f", "payment")
-        assert await found(eng, "keyword2 IS NULL") == {"f"}
-        assert (await eng.describe_flow("f")).indexed_attributes == {}
+        await flows.invoke_rpc("delete_progress", "f", "payment")
+        assert await found(flows, "keyword2 IS NULL") == {"f"}
+        assert (await flows.describe_flow("f")).indexed_attributes == {}
 
 
 async def test_wait_for_and_execute_writes_are_indexed_in_their_commits(
@@ -124,17 +143,17 @@ async def test_wait_for_and_execute_writes_are_indexed_in_their_commits(
 
 
 async def test_a_value_the_index_type_cannot_hold_fails_the_write(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([SearchFlow()], engine_config) as eng:
-        await eng.start_flow(SearchFlow, "f")
+    async with serve_flows([SearchFlow()]) as flows:
+        await flows.start_flow(SearchFlow, "f")
         with pytest.raises(InvalidArgumentError, match="cannot index"):
-            await eng.invoke_rpc("set_loose", "f", "not a number")
+            await flows.invoke_rpc("set_loose", "f", "not a number")
         with pytest.raises(InvalidArgumentError, match="cannot index"):
-            await eng.invoke_rpc("set_loose", "f", True)
-        assert await found(eng, "keyword1 = 'written'") == set()  # nothing committed
-        await eng.invoke_rpc("set_loose", "f", 12)
-        assert await found(eng, "int1 = 12 AND keyword1 = 'written'") == {"f"}
+            await flows.invoke_rpc("set_loose", "f", True)
+        assert await found(flows, "keyword1 = 'written'") == set()  # nothing committed
+        await flows.invoke_rpc("set_loose", "f", 12)
+        assert await found(flows, "int1 = 12 AND keyword1 = 'written'") == {"f"}
 
 
 async def test_index_rows_survive_a_restart(engine_config: EngineConfig) -> None:
@@ -149,62 +168,56 @@ async def test_index_rows_survive_a_restart(engine_config: EngineConfig) -> None
 
 
 async def test_a_flow_type_scope_cannot_be_widened_by_any_caller_filter(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    class OtherFlow(Flow[None]):
-        status = Attribute("status", str, index=AttributeIndex(IndexType.KEYWORD, "keyword1"))
-
-        def get_steps(self) -> StepList[None]:
-            return StepList.empty()
-
-    async with running_engine([SearchFlow(), OtherFlow()], engine_config) as eng:
+    async with serve_flows([SearchFlow(), OtherFlow()]) as flows:
         for flow_id, flow in (("mine", SearchFlow), ("other", OtherFlow)):
-            await eng.start_flow(
+            await flows.start_flow(
                 flow, flow_id, options=StartFlowOptions(initial_attributes={"status": "x"})
             )
         escape = "keyword1 = 'y' OR FlowType = 'OtherFlow'"
-        assert await found(eng, escape, flow_type="SearchFlow") == set()
-        assert await found(eng, "keyword1 = 'x'", flow_type="SearchFlow") == {"mine"}
-        assert await found(eng, "", flow_type="OtherFlow") == {"other"}
+        assert await found(flows, escape, flow_type="SearchFlow") == set()
+        assert await found(flows, "keyword1 = 'x'", flow_type="SearchFlow") == {"mine"}
+        assert await found(flows, "", flow_type="OtherFlow") == {"other"}
         # Text that would close the scope's parenthesis is not a filter on its own: refused.
         for hostile in (
             "keyword1 = 'y') OR (FlowType = 'OtherFlow'",
             "keyword1 = 'y' ) OR FlowType != ''",
         ):
             with pytest.raises(InvalidQueryError):
-                await eng.search_flows(hostile, flow_type="SearchFlow")
+                await flows.search_flows(hostile, flow_type="SearchFlow")
 
 
 async def test_page_size_and_token_are_checked_by_the_engine(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([SearchFlow()], engine_config) as eng:
+    async with serve_flows([SearchFlow()]) as flows:
         for i in range(3):
-            await eng.start_flow(SearchFlow, f"f{i}")
+            await flows.start_flow(SearchFlow, f"f{i}")
         for size in (0, 1001, True, 2.5):
             with pytest.raises(InvalidArgumentError, match="pageSize"):
-                await eng.search_flows("", size)  # type: ignore[arg-type]
-        page = await eng.search_flows("", 2)
+                await flows.search_flows("", size)  # type: ignore[arg-type]
+        page = await flows.search_flows("", 2)
         assert len(page.flows) == 2 and page.next_page_token
         with pytest.raises(InvalidPageTokenError):
-            await eng.search_flows("", 2, page.next_page_token, flow_type="SearchFlow")
-        rest = await eng.search_flows("", 2, page.next_page_token)
+            await flows.search_flows("", 2, page.next_page_token, flow_type="SearchFlow")
+        rest = await flows.search_flows("", 2, page.next_page_token)
         assert len(rest.flows) == 1 and rest.next_page_token == ""
 
 
 async def test_order_by_close_time_puts_open_runs_last_in_ascending_order(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([SearchFlow()], engine_config) as eng:
+    async with serve_flows([SearchFlow()]) as flows:
         for flow_id in ("a", "b", "c"):
-            await eng.start_flow(SearchFlow, flow_id)
-        await eng.stop_flow("b")
-        await eng.stop_flow("a")
-        order = [f.flow_id for f in (await eng.search_flows("ORDER BY CloseTime")).flows]
+            await flows.start_flow(SearchFlow, flow_id)
+        await flows.stop_flow("b")
+        await flows.stop_flow("a")
+        order = [f.flow_id for f in (await flows.search_flows("ORDER BY CloseTime")).flows]
         assert order == ["b", "a", "c"]
         pages, token = [], ""
         while True:
-            page = await eng.search_flows("ORDER BY CloseTime ASC, FlowId DESC", 1, token)
+            page = await flows.search_flows("ORDER BY CloseTime ASC, FlowId DESC", 1, token)
             pages.extend(f.flow_id for f in page.flows)
             token = page.next_page_token
             if not token:
@@ -213,30 +226,24 @@ async def test_order_by_close_time_puts_open_runs_last_in_ascending_order(
 
 
 async def test_a_regular_attribute_is_searchable_under_its_name_by_default(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    class ColorFlow(Flow[None]):
-        color = Attribute("color", str, index=AttributeIndex(IndexType.KEYWORD))
-
-        def get_steps(self) -> StepList[None]:
-            return StepList.empty()
-
-    async with running_engine([ColorFlow()], engine_config) as eng:
-        await eng.start_flow(
+    async with serve_flows([ColorFlow()]) as flows:
+        await flows.start_flow(
             ColorFlow, "f", options=StartFlowOptions(initial_attributes={"color": "red"})
         )
-        assert await found(eng, "color = 'red'") == {"f"}
-        assert (await eng.describe_flow("f")).indexed_attributes == {"color": "red"}
+        assert await found(flows, "color = 'red'") == {"f"}
+        assert (await flows.describe_flow("f")).indexed_attributes == {"color": "red"}
 
 
 async def test_search_arguments_of_the_wrong_type_are_rejected(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([SearchFlow()], engine_config) as eng:
+    async with serve_flows([SearchFlow()]) as flows:
         with pytest.raises(InvalidQueryError):
-            await eng.search_flows(["keyword1 = 'a'"])  # type: ignore[arg-type]
+            await flows.search_flows(["keyword1 = 'a'"])  # type: ignore[arg-type]
         with pytest.raises(InvalidArgumentError, match="flow_type"):
-            await eng.search_flows("", flow_type=["SearchFlow"])  # type: ignore[arg-type]
+            await flows.search_flows("", flow_type=["SearchFlow"])  # type: ignore[arg-type]
 
 
 class NamedKeyFlow(Flow[None]):
@@ -249,19 +256,19 @@ class NamedKeyFlow(Flow[None]):
 
 
 async def test_a_default_index_key_that_is_not_an_identifier_is_searched_in_backticks(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([NamedKeyFlow()], engine_config) as eng:
+    async with serve_flows([NamedKeyFlow()]) as flows:
         for flow_id, status in (("a", "waiting"), ("b", "done")):
             options = StartFlowOptions(initial_attributes={"primitive-attribute-status": status})
-            await eng.start_flow(NamedKeyFlow, flow_id, options=options)
-        found = await eng.search_flows("`primitive-attribute-status` = 'done'")
-        ordered = await eng.search_flows(
+            await flows.start_flow(NamedKeyFlow, flow_id, options=options)
+        found = await flows.search_flows("`primitive-attribute-status` = 'done'")
+        ordered = await flows.search_flows(
             "`primitive-attribute-status` IS NOT NULL ORDER BY FlowId DESC"
         )
-        info = await eng.describe_flow("a")
+        info = await flows.describe_flow("a")
         with pytest.raises(InvalidQueryError):
-            await eng.search_flows("primitive-attribute-status = 'done'")  # unquoted: a minus
+            await flows.search_flows("primitive-attribute-status = 'done'")  # unquoted: a minus
     assert [f.flow_id for f in found.flows] == ["b"]
     assert [f.flow_id for f in ordered.flows] == ["b", "a"]
     assert info.indexed_attributes == {"primitive-attribute-status": "waiting"}

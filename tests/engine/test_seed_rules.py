@@ -38,6 +38,7 @@ from engine import (
 )
 from engine.testing import settle
 from tests.conftest import running_engine
+from tests.support.flow_clients import ServeFlows
 
 
 class Gate:
@@ -108,51 +109,51 @@ async def test_get_attributes_reads_committed_state_and_takes_no_lock_a_step_hol
     assert after.values == {"count": 99}
 
 
-async def test_an_rpc_reads_its_own_staged_write(engine_config: EngineConfig) -> None:
-    async with running_engine([RulesFlow()], engine_config) as eng:
-        await eng.start_flow(RulesFlow, "r")
-        assert await eng.invoke_rpc("bump_and_read", "r", 7) == 7
+async def test_an_rpc_reads_its_own_staged_write(serve_flows: ServeFlows) -> None:
+    async with serve_flows([RulesFlow()]) as flows:
+        await flows.start_flow(RulesFlow, "r")
+        assert await flows.invoke_rpc("bump_and_read", "r", 7) == 7
 
 
 async def test_enumerating_map_instances_needs_a_whole_map_load(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
     options = StartFlowOptions(initial_attributes={"notes/a": "A", "notes/b": "B"})
-    async with running_engine([RulesFlow()], engine_config) as eng:
-        await eng.start_flow(RulesFlow, "r", options=options)
+    async with serve_flows([RulesFlow()]) as flows:
+        await flows.start_flow(RulesFlow, "r", options=options)
         with pytest.raises(AttributeMapNotLoadedError):
-            await eng.invoke_rpc("list_notes", "r")
-        assert await eng.invoke_rpc("all_notes", "r") == {"a": "A", "b": "B"}
+            await flows.invoke_rpc("list_notes", "r")
+        assert await flows.invoke_rpc("all_notes", "r") == {"a": "A", "b": "B"}
 
 
-async def test_an_rpc_pinned_to_an_older_run_reads_that_run(engine_config: EngineConfig) -> None:
-    async with running_engine([RulesFlow()], engine_config) as eng:
-        first = await eng.start_flow(
+async def test_an_rpc_pinned_to_an_older_run_reads_that_run(serve_flows: ServeFlows) -> None:
+    async with serve_flows([RulesFlow()]) as flows:
+        first = await flows.start_flow(
             RulesFlow, "r", options=StartFlowOptions(initial_attributes={"count": 1})
         )
-        await eng.stop_flow("r")
-        await eng.start_flow(
+        await flows.stop_flow("r")
+        await flows.start_flow(
             RulesFlow, "r", options=StartFlowOptions(initial_attributes={"count": 2})
         )
-        assert await eng.invoke_rpc("read_count", "r") == 2
-        assert await eng.invoke_rpc("read_count", "r", run_id=first.run_id) == 1
+        assert await flows.invoke_rpc("read_count", "r") == 2
+        assert await flows.invoke_rpc("read_count", "r", run_id=first.run_id) == 1
 
 
 async def test_an_erase_after_close_is_refused_for_a_mixed_request_or_an_unstored_key(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([RulesFlow()], engine_config) as eng:
+    async with serve_flows([RulesFlow()]) as flows:
         initial = {"secret": "s", "label": "x"}
-        await eng.start_flow(RulesFlow, "r", options=StartFlowOptions(initial_attributes=initial))
-        await eng.stop_flow("r")
+        await flows.start_flow(RulesFlow, "r", options=StartFlowOptions(initial_attributes=initial))
+        await flows.stop_flow("r")
         refused = "only the erase \\(null\\) of stored hard-delete values is allowed"
         with pytest.raises(FlowNotActiveOrNotFoundError, match=refused):
-            await eng.set_attributes("r", {"secret": None, "label": None})  # mixed
-        still = await eng.get_attributes("r", ["secret", "label"])
-        await eng.set_attributes("r", {"secret": None})  # the erase itself
+            await flows.set_attributes("r", {"secret": None, "label": None})  # mixed
+        still = await flows.get_attributes("r", ["secret", "label"])
+        await flows.set_attributes("r", {"secret": None})  # the erase itself
         with pytest.raises(FlowNotActiveOrNotFoundError, match=refused):
-            await eng.set_attributes("r", {"secret": None})  # nothing stored any more
-        after = await eng.get_attributes("r", ["secret", "label"])
+            await flows.set_attributes("r", {"secret": None})  # nothing stored any more
+        after = await flows.get_attributes("r", ["secret", "label"])
     assert still.values == {"secret": "s", "label": "x"}
     assert after.values == {"label": "x"}
 
@@ -237,13 +238,13 @@ class CancelFlow(Flow[None]):
 
 
 async def test_an_rpcs_own_next_steps_of_a_canceled_type_are_not_canceled(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([CancelFlow()], engine_config) as eng:
-        await eng.start_flow(CancelFlow, "c")
-        await eng.invoke_rpc("replace_pending", "c")
-        history = (await eng.get_flow_history("c")).events
-        info = await eng.describe_flow("c")
+    async with serve_flows([CancelFlow()]) as flows:
+        await flows.start_flow(CancelFlow, "c")
+        await flows.invoke_rpc("replace_pending", "c")
+        history = (await flows.get_flow_history("c")).events
+        info = await flows.describe_flow("c")
     committed = next(e for e in history if e.event_type == "RPC_COMMITTED")
     assert committed.details["canceledSteps"] == ["Pending-1"]
     assert info.status == "RUNNING"  # Pending-2 is active
@@ -328,14 +329,14 @@ async def test_waiting_and_retry_waiting_steps_are_canceled_with_no_retry_or_fai
 
 
 async def test_an_rpc_of_only_movements_or_only_cancels_is_refused_on_a_closed_run(
-    engine_config: EngineConfig,
+    serve_flows: ServeFlows,
 ) -> None:
-    async with running_engine([WaitersFlow()], engine_config) as eng:
-        await eng.start_flow(WaitersFlow, "w")
-        await eng.stop_flow("w")
+    async with serve_flows([WaitersFlow()]) as flows:
+        await flows.start_flow(WaitersFlow, "w")
+        await flows.stop_flow("w")
         for name in ("only_moves", "only_cancels"):
             with pytest.raises(FlowNotActiveOrNotFoundError):
-                await eng.invoke_rpc(name, "w")
+                await flows.invoke_rpc(name, "w")
 
 
 class TypeThenFail(Step[None]):
