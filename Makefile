@@ -33,14 +33,19 @@ serve: $(SERVE_STAMP)
 	mkdir -p data
 	$(VENV)/bin/dexlite serve
 
+# Test modules run on TEST_WORKERS workers at once (pytest-xdist, one module per worker): most of
+# the suite waits on servers, subprocesses and the browser rather than the CPU.
+TEST_WORKERS ?= 4
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
+
 # The suite runs on SQLite, then on PostgreSQL (DEXLITE_TEST_BACKEND=postgres) when a server
 # answers at DEXLITE_TEST_POSTGRES (default 127.0.0.1:5432); with DEXLITE_REQUIRE_POSTGRES=1 (CI)
 # the PostgreSQL half always runs, and an unreachable server fails it.
 test: install
-	$(PY) -m pytest
+	$(PYTEST)
 	@if [ "$${DEXLITE_REQUIRE_POSTGRES:-}" = 1 ] || $(PY) -m tests.support.backends; then \
 		echo "== the same suite on PostgreSQL =="; \
-		DEXLITE_TEST_BACKEND=postgres $(PY) -m pytest; \
+		DEXLITE_TEST_BACKEND=postgres $(PYTEST); \
 	else \
 		echo "PostgreSQL half skipped: no server (set DEXLITE_TEST_POSTGRES, or start one)"; \
 	fi
