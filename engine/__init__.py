@@ -1,19 +1,24 @@
-"""dexlite's durable flow engine and its Python authoring API."""
+"""dexlite's durable flow engine and its Python authoring API.
 
-from engine._storage.records import HistoryEventType, RunStatus
+``Engine`` (and with it the runtime, storage and SQLAlchemy) is imported on first use, so a
+program that only declares Flows or talks to a server through ``app.client`` (the CLI) starts
+without loading them.
+"""
+
+import typing
+
+from engine._enums import HistoryEventType, IdReusePolicy, IndexType, RunStatus, SubFlowReusePolicy
 from engine.attribute import (
     Attribute,
     AttributeIndex,
     AttributeLock,
     AttributeMap,
     AttributeMapLoad,
-    IndexType,
 )
 from engine.channel import Channel, ChannelCondition, ChannelMap, ChannelMapLoad, ChannelMessage
 from engine.clock import Clock, ManualClock
 from engine.config import EngineConfig
 from engine.context import Context
-from engine.engine import Engine
 from engine.errors import (
     AttributeMapNotLoadedError,
     ChannelMessageNotFoundError,
@@ -44,13 +49,7 @@ from engine.errors import (
 )
 from engine.flow import Flow, FlowTimeoutHandlerOptions, RPCResult, rpc
 from engine.flow_client import FlowClient
-from engine.options import (
-    IdReusePolicy,
-    MatchOperator,
-    RPCInvokeOptions,
-    StartFlowOptions,
-    StopType,
-)
+from engine.options import MatchOperator, RPCInvokeOptions, StartFlowOptions, StopType
 from engine.outputs import Heartbeat, StepOutput, StreamWrite
 from engine.registry import Registry
 from engine.results import (
@@ -106,7 +105,7 @@ from engine.stream import (
     StreamMessagePage,
     StreamStoreConfig,
 )
-from engine.subflow import SubFlow, SubFlowCondition, SubFlowOptions, SubFlowReusePolicy
+from engine.subflow import SubFlow, SubFlowCondition, SubFlowOptions
 from engine.telemetry import EngineStats, Telemetry
 from engine.timer import Timer
 from engine.travel import (
@@ -247,10 +246,32 @@ __all__ = [
 ]
 
 
+if typing.TYPE_CHECKING:
+    from engine.engine import Engine
+
+
+def __getattr__(name: str) -> typing.Any:
+    """Import ``Engine`` when it is first asked for (PEP 562)."""
+    if name == "Engine":
+        from engine.engine import Engine
+
+        Engine.__module__ = "engine"
+        globals()["Engine"] = Engine
+        return Engine
+    raise AttributeError(f"module 'engine' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """List ``Engine`` too before it is imported."""
+    return sorted({*globals(), "Engine"})
+
+
 def _public_module() -> None:
     """Name ``engine`` as the module of every public name defined inside the package (as
     httpx does): reprs, tracebacks and docs say ``engine.RunStatus``, not a private path."""
     for name in __all__:
+        if name == "Engine":
+            continue  # not imported yet: named when it is
         value = globals()[name]
         module = getattr(value, "__module__", None)
         if (

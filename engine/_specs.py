@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
+from engine._enums import IndexType
 from engine._loads import (
     PhasePlan,
     RPCPlan,
@@ -31,7 +32,7 @@ from engine._loads import (
 from engine._rpc_definition import RPCDefinition, rpc_definition_of
 from engine._storage.records import LoadPlan, Phase
 from engine._storage.search.fields import is_system_field
-from engine.attribute import AttributeLock, IndexType, _State
+from engine.attribute import AttributeLock, _State
 from engine.channel import _Channel
 from engine.errors import DefinitionError, RPCNotFoundError
 from engine.flow import Flow, FlowTimeoutHandlerOptions, RPCResult

@@ -6,11 +6,11 @@ stages writes until the handler's result commits.
 
 from __future__ import annotations
 
-import enum
 import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from engine._enums import IndexType
 from engine._staging import staging
 from engine.errors import DefinitionError, InvalidArgumentError
 
@@ -18,18 +18,6 @@ if TYPE_CHECKING:
     from engine.context import Context
 
 T = TypeVar("T")
-
-
-class IndexType(enum.StrEnum):
-    """How an indexed Attribute's value is searchable."""
-
-    KEYWORD = "KEYWORD"
-    FULL_TEXT = "FULL_TEXT"
-    KEYWORD_ARRAY = "KEYWORD_ARRAY"
-    INT = "INT"
-    DOUBLE = "DOUBLE"
-    BOOL = "BOOL"
-    DATETIME = "DATETIME"
 
 
 @dataclass(frozen=True)

@@ -8,21 +8,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from engine._enums import IdReusePolicy
 from engine.attribute import AttributeLock, AttributeMapLoad
 from engine.channel import ChannelMapLoad
-
-
-class IdReusePolicy(enum.StrEnum):
-    """What starting a Flow ID that already has runs does."""
-
-    #: Start a new run when no run is open (the default).
-    ALLOW_DUPLICATE = "ALLOW_DUPLICATE"
-    #: Start a new run only when the latest run did not complete successfully.
-    ALLOW_DUPLICATE_FAILED_ONLY = "ALLOW_DUPLICATE_FAILED_ONLY"
-    #: Never start a second run with this Flow ID.
-    REJECT_DUPLICATE = "REJECT_DUPLICATE"
-    #: Terminate an open run, then start a new one.
-    TERMINATE_IF_RUNNING = "TERMINATE_IF_RUNNING"
 
 
 class StopType(enum.StrEnum):

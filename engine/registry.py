@@ -7,9 +7,9 @@ from datetime import timedelta
 from typing import Any
 
 from engine._describe import describe_flow_type
+from engine._enums import IndexType
 from engine._loads import rpc_plan_with
 from engine._specs import FlowSpec, IndexKeys, build_flow_spec
-from engine.attribute import IndexType
 from engine.errors import DefinitionError, FlowTypeNotFoundError
 from engine.flow import Flow
 from engine.options import RPCInvokeOptions

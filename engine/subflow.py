@@ -9,12 +9,12 @@ child again and :class:`SubFlowReusePolicy` decides what happens then.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from engine._enums import SubFlowReusePolicy
 from engine._staging import staging
 from engine.errors import DefinitionError
 from engine.flow import Flow
@@ -22,28 +22,6 @@ from engine.flow import Flow
 if TYPE_CHECKING:
     from engine.context import Context
     from engine.results import FlowResult
-
-
-class SubFlowReusePolicy(enum.StrEnum):
-    """What starting a SubFlow does when its derived Flow ID already has a run.
-
-    A start whose Request ID matches the existing run's (a retried start of the same parent
-    run) always attaches to it, or returns its result. Otherwise, by the existing run:
-
-    ============================  ========  ===================================  ==============
-    existing child                ATTACH    RESTART_IF_PREVIOUS_EXITS_ABNORMALLY  ALWAYS_RESTART
-    ============================  ========  ===================================  ==============
-    none                          start     start                                start
-    running                       attach    attach                               terminate, start
-    completed                     result    result                               start
-    failed, canceled, timed out,  result    start                                start
-    terminated
-    ============================  ========  ===================================  ==============
-    """
-
-    ATTACH = "ATTACH"
-    RESTART_IF_PREVIOUS_EXITS_ABNORMALLY = "RESTART_IF_PREVIOUS_EXITS_ABNORMALLY"
-    ALWAYS_RESTART = "ALWAYS_RESTART"
 
 
 @dataclass(frozen=True)

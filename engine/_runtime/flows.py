@@ -7,11 +7,12 @@ import contextlib
 import json
 from datetime import UTC, datetime
 
+from engine._enums import RunStatus
 from engine._ids import to_datetime
 from engine._runtime.committer import Committer
 from engine._runtime.ports import Database
 from engine._storage import commits, reads
-from engine._storage.records import RunClose, RunStatus
+from engine._storage.records import RunClose
 from engine._storage.search import queries as search
 from engine.clock import Clock, to_micros
 from engine.errors import FlowNotFoundError, InvalidArgumentError

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engine import _codec
+from engine._enums import IdReusePolicy
 from engine._ids import check_id
 from engine._runtime.schedule_times import Times, action_flow_id, check_times
 from engine._runtime.starts import Starter
@@ -18,7 +19,7 @@ from engine._storage.schedules import ScheduleState
 from engine._tokens import unseal
 from engine.clock import to_micros
 from engine.errors import FlowTypeNotFoundError, InvalidArgumentError, InvalidPageTokenError
-from engine.options import IdReusePolicy, StartFlowOptions
+from engine.options import StartFlowOptions
 from engine.registry import Registry
 from engine.schedule import OverlapPolicy, ScheduleSpec
 

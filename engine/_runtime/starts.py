@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from engine import _codec
+from engine._enums import IdReusePolicy, RunStatus
 from engine._ids import check_id, new_id
 from engine._runtime import effects
 from engine._runtime.committer import Committer
@@ -20,11 +21,11 @@ from engine._runtime.ports import BlobStore, Database
 from engine._specs import FlowSpec
 from engine._storage import commits, reads
 from engine._storage.first_starts import first_start
-from engine._storage.records import QueuedStep, RunStatus, StartOutcome, StartRequest, SubFlowStart
+from engine._storage.records import QueuedStep, StartOutcome, StartRequest, SubFlowStart
 from engine.clock import Clock, to_micros
 from engine.errors import FlowTypeNotFoundError, InvalidArgumentError, InvalidStepResultError
 from engine.flow import Flow
-from engine.options import IdReusePolicy, StartFlowOptions
+from engine.options import StartFlowOptions
 from engine.registry import Registry
 from engine.results import StartFlowResult
 from engine.subflow import SubFlowCondition

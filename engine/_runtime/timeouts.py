@@ -11,13 +11,14 @@ import contextlib
 import inspect
 import logging
 
+from engine._enums import RunStatus
 from engine._runtime import effects
 from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import BlobStore, TimerHandle, TimerQueue
 from engine._runtime.snapshots import Snapshots
 from engine._storage import commits
-from engine._storage.records import RunClose, RunStatus, StagedEffects
+from engine._storage.records import RunClose, StagedEffects
 from engine.clock import Clock, to_micros
 from engine.errors import EngineError
 from engine.registry import Registry

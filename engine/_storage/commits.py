@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
+from engine._enums import HistoryEventType, RunStatus
 from engine._ids import state_key, to_rfc3339
 from engine._storage import channels, rows, starts
 from engine._storage import tables as t
@@ -26,11 +27,9 @@ from engine._storage.records import (
     CommitResult,
     EnterExecute,
     EnterWait,
-    HistoryEventType,
     QueuedStep,
     RunChange,
     RunClose,
-    RunStatus,
     StagedEffects,
     StartRequest,
     StepClose,

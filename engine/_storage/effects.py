@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from engine._enums import HistoryEventType, RunStatus
 from engine._ids import new_ordered_id, state_key, to_rfc3339
 from engine._outcomes import OutcomeKind
 from engine._storage import channels, rows, starts, subflows, waits
@@ -21,12 +22,10 @@ from engine._storage.records import (
     ChannelPublication,
     EnterExecute,
     EnterWait,
-    HistoryEventType,
     Phase,
     QueuedStep,
     RunChange,
     RunClose,
-    RunStatus,
     StagedEffects,
     StepClose,
     StepState,

@@ -22,16 +22,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from engine._enums import HistoryEventType, RunStatus
 from engine._storage import pg_direct
-from engine._storage.records import (
-    CommitResult,
-    HistoryEventType,
-    Phase,
-    RunChange,
-    RunStatus,
-    StartOutcome,
-    StartRequest,
-)
+from engine._storage.records import CommitResult, Phase, RunChange, StartOutcome, StartRequest
 from engine._storage.statements import CLAIMANT
 
 SQL = """

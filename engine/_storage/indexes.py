@@ -20,13 +20,13 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, insert, select
 
+from engine._enums import IndexType
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
 from engine._storage.records import AttributeWrite, IndexWrite
 from engine._storage.search import fulltext
 from engine._storage.search.compiler import parse_datetime
 from engine._storage.statements import dialect_insert
-from engine.attribute import IndexType
 from engine.errors import InvalidArgumentError
 
 MAX_KEYWORD_LENGTH = 2048

@@ -24,6 +24,7 @@ from sqlalchemy import (
     union_all,
 )
 
+from engine._enums import RunStatus
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
 from engine._storage.records import (
@@ -31,7 +32,6 @@ from engine._storage.records import (
     Phase,
     QueuedStep,
     RunInfo,
-    RunStatus,
     Snapshot,
     StepState,
     StoredMessage,

@@ -11,44 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine._enums import IdReusePolicy, IndexType, RunStatus, SubFlowReusePolicy
 from engine._outcomes import OutcomeKind
-from engine.attribute import IndexType
-from engine.options import IdReusePolicy
-from engine.subflow import SubFlowReusePolicy
-
-
-class RunStatus(enum.StrEnum):
-    """The status of a run: RUNNING until it closes with one of the others."""
-
-    RUNNING = "RUNNING"
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    CANCELED = "CANCELED"
-    TERMINATED = "TERMINATED"
-    TIMED_OUT = "TIMED_OUT"
-
-
-class HistoryEventType(enum.StrEnum):
-    """What a history event records; its details say which Step, message or child."""
-
-    FLOW_STARTED = "FLOW_STARTED"
-    FLOW_CLOSED = "FLOW_CLOSED"
-    STEP_WAITING = "STEP_WAITING"
-    STEP_ATTEMPT_FAILED = "STEP_ATTEMPT_FAILED"
-    STEP_CLOSED = "STEP_CLOSED"
-    RPC_COMMITTED = "RPC_COMMITTED"
-    ATTRIBUTES_SET = "ATTRIBUTES_SET"
-    CHANNEL_PUBLISHED = "CHANNEL_PUBLISHED"
-    CHANNEL_CONSUMED = "CHANNEL_CONSUMED"
-    CHANNEL_MESSAGE_DELETED = "CHANNEL_MESSAGE_DELETED"
-    SUBFLOW_STARTED = "SUBFLOW_STARTED"
-    SUBFLOW_ATTACHED = "SUBFLOW_ATTACHED"
-    SUBFLOW_CLOSED = "SUBFLOW_CLOSED"
-    #: The run began by time travel from an earlier point of another run.
-    TIME_TRAVELED = "TIME_TRAVELED"
-    #: A travel applied again what one commit after the point took from outside the Flow.
-    WRITES_REAPPLIED = "WRITES_REAPPLIED"
-    TIMERS_SKIPPED = "TIMERS_SKIPPED"
 
 
 class StepState(enum.StrEnum):

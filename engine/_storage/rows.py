@@ -13,19 +13,12 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam
 
+from engine._enums import HistoryEventType, RunStatus
 from engine._storage import tables as t
 from engine._storage.indexes import apply_index_writes
 from engine._storage.journal import JOURNAL, WRITE, journal
 from engine._storage.prepared import Prepared
-from engine._storage.records import (
-    AttributeWrite,
-    HistoryEventType,
-    Phase,
-    QueuedStep,
-    RunStatus,
-    StartRequest,
-    StepState,
-)
+from engine._storage.records import AttributeWrite, Phase, QueuedStep, StartRequest, StepState
 from engine._storage.statements import (
     _ACTIVE_STEPS,
     _ACTIVE_STEPS_OF_TYPES,

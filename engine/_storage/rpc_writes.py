@@ -27,15 +27,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from engine._enums import HistoryEventType
 from engine._storage import pg_direct
 from engine._storage.commits import rpc_committed_details
-from engine._storage.records import (
-    AttributeWrite,
-    CommitResult,
-    HistoryEventType,
-    RunChange,
-    StagedEffects,
-)
+from engine._storage.records import AttributeWrite, CommitResult, RunChange, StagedEffects
 from engine._storage.rows import last_writes
 from engine.errors import FlowNotActiveOrNotFoundError
 

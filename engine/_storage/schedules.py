@@ -17,19 +17,13 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
+from engine._enums import RunStatus
 from engine._storage import rows, starts
 from engine._storage import tables as t
 from engine._storage.effects import apply_effects
 from engine._storage.journal import journaled
 from engine._storage.reads import Database
-from engine._storage.records import (
-    CommitResult,
-    RunChange,
-    RunClose,
-    RunStatus,
-    StagedEffects,
-    StartRequest,
-)
+from engine._storage.records import CommitResult, RunChange, RunClose, StagedEffects, StartRequest
 from engine._storage.statements import dialect_insert
 from engine.errors import FlowAlreadyStartedError, ScheduleAlreadyExistsError, ScheduleNotFoundError
 

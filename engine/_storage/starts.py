@@ -11,20 +11,11 @@ from dataclasses import replace
 
 from sqlalchemy import Connection
 
+from engine._enums import HistoryEventType, IdReusePolicy, RunStatus, SubFlowReusePolicy
 from engine._storage import rows, subflows
-from engine._storage.records import (
-    HistoryEventType,
-    QueuedStep,
-    RunChange,
-    RunStatus,
-    StartOutcome,
-    StartRequest,
-    SubFlowStart,
-)
+from engine._storage.records import QueuedStep, RunChange, StartOutcome, StartRequest, SubFlowStart
 from engine._storage.rows import LockedRun
 from engine.errors import FlowAlreadyStartedError
-from engine.options import IdReusePolicy
-from engine.subflow import SubFlowReusePolicy
 
 #: How a SubFlow start met its child: a new run, or an existing run it attached to.
 STARTED, ATTACHED = HistoryEventType.SUBFLOW_STARTED, HistoryEventType.SUBFLOW_ATTACHED

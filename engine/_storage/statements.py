@@ -11,9 +11,10 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Connection, bindparam, case, delete, func, insert, select, update
 
+from engine._enums import RunStatus
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
-from engine._storage.records import RunStatus, StepState
+from engine._storage.records import StepState
 
 _se = t.step_executions
 

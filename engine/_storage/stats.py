@@ -7,9 +7,10 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, case, func, select
 
+from engine._enums import RunStatus
 from engine._storage import tables as t
 from engine._storage.reads import Database
-from engine._storage.records import Phase, RunStatus, StepState
+from engine._storage.records import Phase, StepState
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select
 
+from engine._enums import RunStatus
 from engine._storage import tables as t
-from engine._storage.records import QueuedStep, RunStatus, execution_id
+from engine._storage.records import QueuedStep, execution_id
 from engine._storage.rows import LockedRun
 
 _links = t.subflow_links

@@ -14,13 +14,13 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from engine._enums import HistoryEventType
 from engine._storage import channels, reads, rows
 from engine._storage import tables as t
 from engine._storage.effects import complete_if_met
 from engine._storage.journal import journaled
 from engine._storage.records import (
     CommitResult,
-    HistoryEventType,
     Phase,
     QueuedStep,
     RunChange,

@@ -28,17 +28,11 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, select
 
+from engine._enums import HistoryEventType, IdReusePolicy, RunStatus
 from engine._storage import channels, past, restore, rows
 from engine._storage import tables as t
 from engine._storage.journal import DELETE, PUBLISH, WRITE, journal, journaled
-from engine._storage.records import (
-    AttributeWrite,
-    CommitResult,
-    HistoryEventType,
-    RunChange,
-    RunStatus,
-    StartRequest,
-)
+from engine._storage.records import AttributeWrite, CommitResult, RunChange, StartRequest
 from engine._storage.restore import Indexer
 from engine.errors import (
     FailedPreconditionError,
@@ -46,7 +40,6 @@ from engine.errors import (
     FlowNotFoundError,
     InvalidArgumentError,
 )
-from engine.options import IdReusePolicy
 
 TIME_TRAVELED = HistoryEventType.TIME_TRAVELED
 WRITES_REAPPLIED = HistoryEventType.WRITES_REAPPLIED

@@ -30,8 +30,8 @@ from typing import Any
 
 from sqlalchemy import BigInteger, and_, bindparam, false, func, literal, not_, or_, select, true
 
+from engine._enums import IndexType, RunStatus
 from engine._storage import tables as t
-from engine._storage.records import RunStatus
 from engine._storage.search import fulltext
 from engine._storage.search.fields import SYSTEM_FIELDS
 from engine._storage.search.parser import (
@@ -50,7 +50,6 @@ from engine._storage.search.parser import (
     StartsWith,
 )
 from engine._storage.search.shapes import slot_name
-from engine.attribute import IndexType
 from engine.errors import InvalidQueryError
 
 KEYWORD = IndexType.KEYWORD

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.attribute import IndexType
+from engine._enums import IndexType
 
 
 @dataclass(frozen=True)

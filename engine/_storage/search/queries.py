@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import and_, bindparam, select
 
+from engine._enums import IndexType
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
 from engine._storage.reads import Database, target_run_statement
@@ -19,7 +20,6 @@ from engine._storage.search import driver, paging
 from engine._storage.search.compiler import Compiled, OrderKey, QueryCompiler, compile_query
 from engine._storage.search.parser import And, Compare, Literal, Query, parse
 from engine._storage.search.shapes import shape_of, slot_name
-from engine.attribute import IndexType
 from engine.errors import InvalidArgumentError, InvalidQueryError
 
 

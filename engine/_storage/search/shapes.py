@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine._enums import IndexType
 from engine._storage.search.parser import (
     And,
     Between,
@@ -29,7 +30,6 @@ from engine._storage.search.parser import (
     Or,
     Query,
 )
-from engine.attribute import IndexType
 
 Slots = list[tuple[str, Literal]]
 
