@@ -216,6 +216,14 @@ class InvokeRpcBody(Request):
     input: Any = None
     run_id: str | None = Field(None, min_length=1, max_length=256)
     options: InvokeRpcOptionsBody = Field(default_factory=InvokeRpcOptionsBody)
+    flow_type: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="The Flow type the caller expects: a run of another type answers 404 "
+        "FLOW_NOT_ACTIVE_OR_NOT_FOUND, as when the Flow has no run (by default the RPC is "
+        "looked up in the run's own type).",
+    )
 
 
 class InvokeRpcResponse(Wire):

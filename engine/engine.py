@@ -183,12 +183,14 @@ class Engine(ScheduleCalls):
         run_id: str | None = None,
         options: RPCInvokeOptions | None = None,
         on_locks_released: Callable[[], None] | None = None,
+        flow_type: str | None = None,
     ) -> Any:
         """Invoke an RPC on the Flow's current (or given) run and return its output.
 
         ``rpc`` is a Flow's RPC method (``flow.register``), or its name as a string, in which
-        case the Flow type is the run's. ``options`` add AttributeMap instance loads and locks
-        chosen at call time.
+        case the Flow type is the run's, or ``flow_type`` when given: as with a method, a run
+        of another type then raises FlowNotActiveOrNotFoundError. ``options`` add AttributeMap
+        instance loads and locks chosen at call time.
 
         ``on_locks_released`` is called once the invocation has released its locks: as soon as
         its effects are queued for commit where the database commits in order (SQLite: early
@@ -197,7 +199,7 @@ class Engine(ScheduleCalls):
         next one go then, instead of after the commit.
         """
         return await self._services.rpcs.invoke_method(
-            rpc, flow_id, input, run_id, options, on_locks_released
+            rpc, flow_id, input, run_id, options, on_locks_released, flow_type
         )
 
     # -- Attributes -----------------------------------------------------------------------------

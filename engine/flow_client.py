@@ -109,6 +109,7 @@ class FlowClient(Protocol):
         run_id: str | None = None,
         options: RPCInvokeOptions | None = None,
         on_locks_released: Callable[[], None] | None = None,
+        flow_type: str | None = None,
     ) -> Any:
         """Invoke an RPC on the Flow's running run and return its output (invokeRpc)."""
         ...

@@ -8,7 +8,7 @@ from typing import Any
 import engine
 from app.client.base import ClientBase, segment
 from app.client.decoding import decode_value, parse_time, validate_value, without_nones
-from app.client.flow_types import FlowTypeInfo, RPCTypes
+from app.client.flow_types import FlowTypeInfo, RPCTypes, flow_type_name
 
 ChannelRef = engine.Channel[Any] | engine.ChannelMap[Any] | str
 
@@ -28,6 +28,7 @@ class StateCalls(ClientBase):
         run_id: str | None = None,
         options: engine.RPCInvokeOptions | None = None,
         on_locks_released: Callable[[], None] | None = None,
+        flow_type: str | None = None,
     ) -> Any:
         """Invoke an RPC on the Flow's current (or given) run and return its output
         (invokeRpc); see ``Engine.invoke_rpc``.
@@ -39,8 +40,11 @@ class StateCalls(ClientBase):
         the answer is in (the server released the locks before answering), unless the call
         never held them (a lock conflict, a refused input, no such Flow or RPC).
         """
-        declared = await self._rpc_types(rpc, flow_id, run_id)
+        declared = await self._rpc_types(rpc, flow_id, run_id, flow_type)
         name = rpc if isinstance(rpc, str) else declared.name if declared else ""
+        if not isinstance(rpc, str):
+            # A method names its Flow type: a run of another type is not this RPC's.
+            flow_type = flow_type_name(rpc.__self__)
         if declared is not None and options is not None:
             declared.check_options(options)
         if declared is None:
@@ -53,7 +57,9 @@ class StateCalls(ClientBase):
             data = None
         else:
             data = validate_value(declared.input_type, input, what=f"input of RPC {name}")
-        body = without_nones({"input": data, "runId": run_id, "options": _options(options)})
+        body = without_nones(
+            {"input": data, "runId": run_id, "options": _options(options), "flowType": flow_type}
+        )
         try:
             answer = await self._call(
                 "POST",
@@ -74,9 +80,14 @@ class StateCalls(ClientBase):
             return None
         return decode_value(declared.output_type, output)
 
-    async def _rpc_types(self, rpc: Any, flow_id: str, run_id: str | None) -> RPCTypes | None:
+    async def _rpc_types(
+        self, rpc: Any, flow_id: str, run_id: str | None, flow_type: str | None
+    ) -> RPCTypes | None:
         """Return the declaration of ``rpc`` where the client can know it."""
         if isinstance(rpc, str):
+            if flow_type is not None:
+                known = self._types.get(flow_type)
+                return None if known is None else known.rpcs.get(rpc)
             info = await self._info_of_run(flow_id, run_id)
             return None if info is None else info.rpcs.get(rpc)
         owner = getattr(rpc, "__self__", None)

@@ -62,7 +62,14 @@ async def invoke_rpc(
         or opts.load_channel_map_instances
     ):
         options = _invoke_options(opts)
-    output = await eng.invoke_rpc(rpcName, flowId, body.input, run_id=body.run_id, options=options)
+    output = await eng.invoke_rpc(
+        rpcName,
+        flowId,
+        body.input,
+        run_id=body.run_id,
+        options=options,
+        flow_type=body.flow_type,
+    )
     return InvokeRpcResponse(output=engine.to_json_data(output))
 
 

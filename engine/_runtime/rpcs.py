@@ -98,16 +98,20 @@ class RPCExecutor:
         run_id: str | None,
         options: RPCInvokeOptions | None,
         on_locks_released: Callback | None = None,
+        flow_type: str | None = None,
     ) -> Any:
         """Invoke ``rpc``, a Flow's RPC method or an RPC name (see ``Engine.invoke_rpc``)."""
         check_id(flow_id, "flowId")
         if run_id is not None:
             check_id(run_id, "runId")
         if isinstance(rpc, str):
+            if flow_type is not None:
+                self._registry.spec(flow_type)  # an unknown type: FlowTypeNotFoundError
             return await self.invoke(
                 flow_id,
                 rpc,
                 input,
+                flow_type=flow_type,
                 run_id=run_id,
                 options=options,
                 on_locks_released=on_locks_released,

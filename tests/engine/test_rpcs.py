@@ -20,6 +20,7 @@ from engine import (
     EngineConfig,
     Flow,
     FlowNotActiveOrNotFoundError,
+    FlowTypeNotFoundError,
     InvalidArgumentError,
     RPCHandlerError,
     RPCInvokeOptions,
@@ -565,3 +566,19 @@ async def test_rpc_by_name_follows_a_flow_id_reused_by_another_flow_type(
         with pytest.raises(RPCNotFoundError):
             await flows.invoke_rpc("only_second", "shared-id")
         assert await flows.invoke_rpc("whoami", "shared-id") == "first"
+
+
+async def test_an_rpc_by_name_with_a_flow_type_refuses_a_run_of_another_type(
+    serve_flows: ServeFlows,
+) -> None:
+    second = SecondKind()
+    async with serve_flows([FirstKind(), second]) as flows:
+        await flows.start_flow(FirstKind, "typed-id", None)
+        mine = await flows.invoke_rpc("whoami", "typed-id", flow_type="FirstKind")
+        with pytest.raises(FlowNotActiveOrNotFoundError):
+            await flows.invoke_rpc("whoami", "typed-id", flow_type="SecondKind")
+        with pytest.raises(FlowNotActiveOrNotFoundError):
+            await flows.invoke_rpc(second.whoami, "typed-id")
+        with pytest.raises(FlowTypeNotFoundError):
+            await flows.invoke_rpc("whoami", "typed-id", flow_type="NoSuchKind")
+    assert mine == "first"
