@@ -4,19 +4,31 @@ dexlite server in another process: the same routes, answers and errors as in pro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from app.settings import Settings
+from tests.conftest import api_client
 from tests.server import ServerProcess
 from tests.support.problems import assert_problem
 
 CHUNKED = "/patterns/sequentially-chunked-attribute-map"
 PROFILES = "/patterns/hash-partitioned-attribute-map"
 RPC = "/primitives/rpc"
+
+
+@pytest.fixture
+def make_front_end(settings: Settings) -> Callable[..., Any]:
+    """Return a factory of HTTP clients over a front-end app (its settings name the server)."""
+
+    def factory(**overrides: Any) -> Any:
+        return api_client(settings.model_copy(update=overrides))
+
+    return factory
 
 
 @pytest.fixture
@@ -27,9 +39,9 @@ def engine_server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 
 async def test_the_patterns_answer_alike_through_a_front_end(
-    make_client: Any, engine_server: ServerProcess
+    make_front_end: Callable[..., Any], engine_server: ServerProcess
 ) -> None:
-    async with make_client(remote_url=engine_server.url) as front:
+    async with make_front_end(remote_url=engine_server.url) as front:
         ready = await front.get("/readyz")
         started = await front.post(f"{CHUNKED}/start")
         registered = [
@@ -67,9 +79,9 @@ async def test_the_patterns_answer_alike_through_a_front_end(
 
 
 async def test_a_lock_conflict_through_a_front_end_is_the_same_409(
-    make_client: Any, engine_server: ServerProcess
+    make_front_end: Callable[..., Any], engine_server: ServerProcess
 ) -> None:
-    async with make_client(remote_url=engine_server.url, lock_retry_seconds=0.2) as front:
+    async with make_front_end(remote_url=engine_server.url, lock_retry_seconds=0.2) as front:
         await front.post(f"{RPC}/start")
         first = await front.post(f"{RPC}/increment", json={"by": 2})
         held = await front.post(f"{RPC}/hold")
@@ -93,9 +105,9 @@ async def test_a_lock_conflict_through_a_front_end_is_the_same_409(
 
 
 async def test_the_server_going_away_is_503_and_its_return_is_picked_up(
-    make_client: Any, engine_server: ServerProcess
+    make_front_end: Callable[..., Any], engine_server: ServerProcess
 ) -> None:
-    async with make_client(remote_url=engine_server.url) as front:
+    async with make_front_end(remote_url=engine_server.url) as front:
         await front.post(f"{CHUNKED}/start")
         engine_server.kill()
         down = await front.post(f"{CHUNKED}/register", json={"email": "a@b.c", "name": "A"})
