@@ -7,9 +7,9 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine._runtime.context import InvocationContext
 from engine._runtime.handler_threads import ThreadCall
 from engine._runtime.handoff import HandedOff
+from engine._runtime.invocation import InvocationContext
 from engine._storage.records import QueuedStep
 
 

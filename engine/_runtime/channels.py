@@ -8,6 +8,7 @@ from typing import Any
 
 from engine import _codec
 from engine._ids import check_id, state_key
+from engine._limits import check_page_size
 from engine._runtime.committer import Committer
 from engine._runtime.ports import Database
 from engine._runtime.snapshots import Snapshots
@@ -27,7 +28,6 @@ from engine.errors import (
 from engine.registry import Registry
 from engine.results import ChannelInfo, ChannelList, ChannelMessagePage
 
-MAX_PAGE_SIZE = 1000
 _SIZES = LoadPlan(names=(), channel_sizes=True)
 
 ChannelRef = _Channel[Any] | str
@@ -81,14 +81,7 @@ class ChannelCalls:
     ) -> ChannelMessagePage:
         """Return pending messages of one queue of the current (or latest) run, oldest first."""
         check_id(flow_id, "flowId")
-        if (
-            isinstance(page_size, bool)
-            or not isinstance(page_size, int)
-            or not 1 <= page_size <= MAX_PAGE_SIZE
-        ):
-            raise InvalidArgumentError(
-                f"pageSize must be between 1 and {MAX_PAGE_SIZE}", field="pageSize"
-            )
+        check_page_size(page_size)
         run = await self._run(flow_id, run_id, "listChannelMessages", active=False)
         declared, key = self._queue(self._registry.spec(run.flow_type), channel, instance)
         after = _decode_token(page_token, run.run_id, state_key(*key))

@@ -19,6 +19,8 @@ from engine._runtime.flows import FlowQueries, RunWatchers
 from engine._runtime.followers import CommitFollowers
 from engine._runtime.locks import MemoryLockTable
 from engine._runtime.matches import AttributeMatches
+from engine._runtime.multiprocess.lease import new_process_id
+from engine._runtime.multiprocess.parts import SharedParts, shared_parts
 from engine._runtime.notifier import LocalNotifier
 from engine._runtime.ports import BlobStore, Database, LockTable, StepQueue, TimerQueue
 from engine._runtime.recovery import recover
@@ -26,14 +28,12 @@ from engine._runtime.retention import Retention
 from engine._runtime.rpcs import RPCExecutor
 from engine._runtime.scheduler import Scheduler
 from engine._runtime.schedules import Schedules
-from engine._runtime.shared.lease import new_process_id
-from engine._runtime.shared.parts import SharedParts, shared_parts
 from engine._runtime.snapshots import Snapshots
 from engine._runtime.starts import Starter
 from engine._runtime.step_queue import MemoryStepQueue
+from engine._runtime.time_travel import TimeTravel
 from engine._runtime.timeouts import Timeouts
 from engine._runtime.timers import ClockTimers
-from engine._runtime.travel import TimeTravel
 from engine._runtime.waits import ChannelWaits
 from engine._storage.blobs import FileBlobStore
 from engine._storage.database import DatabaseSettings, SQLiteDatabase, open_database

@@ -15,7 +15,7 @@ from typing import Any
 
 from engine import _codec
 from engine._ids import state_key
-from engine._runtime.context import InvocationContext
+from engine._runtime.invocation import InvocationContext
 from engine._runtime.ports import BlobStore
 from engine._sharing import sharing
 from engine._specs import FlowSpec

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from engine._enums import RunStatus
 from engine._ids import to_datetime
+from engine._limits import check_page_size, check_wait_seconds
 from engine._runtime.committer import Committer
 from engine._runtime.ports import Database
 from engine._storage import commits, reads
@@ -20,7 +21,6 @@ from engine.options import StopType
 from engine.registry import Registry
 from engine.results import FlowInfo, FlowResult, SearchPage, StepCompletion
 
-MAX_WAIT_SECONDS = 60.0
 _STOP_STATUS = {
     StopType.CANCEL: RunStatus.CANCELED,
     StopType.TERMINATE: RunStatus.TERMINATED,
@@ -101,12 +101,7 @@ class FlowQueries:
         self, query: str, page_size: int, page_token: str, flow_type: str | None
     ) -> SearchPage:
         """Return one page of the runs matching ``query`` (see ``Engine.search_flows``)."""
-        if (
-            isinstance(page_size, bool)
-            or not isinstance(page_size, int)
-            or not (1 <= page_size <= 1000)
-        ):
-            raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
+        check_page_size(page_size)
         result = await search.search_runs(
             self._database,
             query,
@@ -119,8 +114,7 @@ class FlowQueries:
 
     async def wait(self, flow_id: str, run_id: str | None, wait_seconds: float) -> FlowResult:
         """Return the run's result, waiting up to ``wait_seconds`` for it to close."""
-        if not 0 <= wait_seconds <= MAX_WAIT_SECONDS:
-            raise InvalidArgumentError("waitSeconds must be between 0 and 60", field="waitSeconds")
+        check_wait_seconds(wait_seconds)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         while True:

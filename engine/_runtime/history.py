@@ -6,10 +6,11 @@ import json
 from datetime import UTC, datetime
 
 from engine._ids import to_datetime
+from engine._limits import check_page_size
 from engine._runtime.ports import Database
 from engine._storage import reads
 from engine._tokens import seal, unseal
-from engine.errors import FlowNotFoundError, InvalidArgumentError, InvalidPageTokenError
+from engine.errors import FlowNotFoundError, InvalidPageTokenError
 from engine.results import HistoryEvent, HistoryPage
 
 
@@ -17,8 +18,7 @@ async def history_page(
     database: Database, flow_id: str, run_id: str | None, page_size: int, page_token: str
 ) -> HistoryPage:
     """Return a page of the run's history, oldest first; the token is bound to the run."""
-    if not 1 <= page_size <= 1000:
-        raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
+    check_page_size(page_size)
     run = await reads.load_run(database, flow_id, run_id)
     if run is None:
         raise FlowNotFoundError(

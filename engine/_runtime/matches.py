@@ -17,6 +17,7 @@ from typing import Any
 
 from engine import _codec
 from engine._ids import check_id
+from engine._limits import check_wait_seconds
 from engine._runtime.ports import Database
 from engine._runtime.snapshots import Snapshots
 from engine._storage import reads
@@ -27,7 +28,6 @@ from engine.options import MatchOperator
 from engine.registry import Registry
 from engine.results import AttributeMatch
 
-MAX_MATCH_WAIT_SECONDS = 60.0
 _ORDERED = (MatchOperator.GT, MatchOperator.GE, MatchOperator.LT, MatchOperator.LE)
 _NUMERIC_TYPES = (int, float)
 _LOOSE_TYPES = (Any, object)
@@ -132,12 +132,7 @@ class AttributeMatches:
         ``matched=False`` when the wait ends first; a missing value never matches.
         """
         check_id(flow_id, "flowId")
-        if (
-            isinstance(wait_seconds, bool)
-            or not isinstance(wait_seconds, int | float)
-            or not (0 <= wait_seconds <= MAX_MATCH_WAIT_SECONDS)
-        ):
-            raise InvalidArgumentError("waitSeconds must be between 0 and 60", field="waitSeconds")
+        check_wait_seconds(wait_seconds)
         try:
             op = MatchOperator(operator)
         except ValueError:

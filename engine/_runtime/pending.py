@@ -6,7 +6,7 @@ import json
 
 from engine._ids import moment, state_key
 from engine._runtime.ports import Database
-from engine._storage import reads, waits
+from engine._storage import durable_waits, reads
 from engine._storage.records import Phase, execution_id
 from engine.errors import FlowNotFoundError
 from engine.results import PendingStep, PendingSteps
@@ -37,9 +37,9 @@ def _pending(
     children: list[str] = []
     if phase == Phase.WAITING and spec_json is not None:
         spec = json.loads(spec_json)
-        timers = waits.deadlines(spec)
-        channels = sorted(state_key(*queue) for queue in waits.queues(spec))
-        children = [node["flowId"] for node in waits.subflows(spec) if node.get("flowId")]
+        timers = durable_waits.deadlines(spec)
+        channels = sorted(state_key(*queue) for queue in durable_waits.queues(spec))
+        children = [node["flowId"] for node in durable_waits.subflows(spec) if node.get("flowId")]
     elif phase == Phase.EXECUTE and attempt == 1 and due_at is not None:
         timers = [due_at]  # a Wait on Timers alone: its execute is due when they fire
     return PendingStep(

@@ -1,7 +1,7 @@
 """The coordination interfaces of the runtime.
 
 Each piece of coordination the engine needs is a small Protocol here (the Stream Store's lives
-with the Stream records it returns, in ``engine._streams.records``). The in-process
+with the Stream records it returns, in ``engine._streams.store_interface``). The in-process
 implementations (one SQLite file, one process) are what ``composition.compose`` builds today;
 a backend that runs several processes over one database provides a second implementation of
 each, and nothing that uses them changes.
@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine._runtime.handoff import LockedCommit
 from engine._storage.records import CommitResult, QueuedStep
-from engine._streams.records import StreamStore
+from engine._streams.store_interface import StreamStore
 
 __all__ = [
     "BlobStore",

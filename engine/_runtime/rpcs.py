@@ -15,9 +15,9 @@ from engine._loads import RPCPlan, rpc_plan_with
 from engine._rpc_definition import RPCDefinition, rpc_definition_of
 from engine._runtime import effects, failures
 from engine._runtime.committer import Committer
-from engine._runtime.context import InvocationContext
 from engine._runtime.handler_threads import HandlerThreads
 from engine._runtime.handoff import HandOff, handed_off_snapshot, overlay
+from engine._runtime.invocation import InvocationContext
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec

@@ -15,7 +15,7 @@ from engine._enums import IdReusePolicy
 from engine._ids import check_id
 from engine._runtime.schedule_times import Times, action_flow_id, check_times
 from engine._runtime.starts import Starter
-from engine._storage.schedules import ScheduleState
+from engine._storage.schedule_rows import ScheduleState
 from engine._tokens import unseal
 from engine.clock import to_micros
 from engine.errors import FlowTypeNotFoundError, InvalidArgumentError, InvalidPageTokenError

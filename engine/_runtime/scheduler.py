@@ -23,9 +23,9 @@ from engine._runtime import effects, failures
 from engine._runtime.activity import Activity
 from engine._runtime.attempts import Attempt, still_running
 from engine._runtime.committer import Committer
-from engine._runtime.context import InvocationContext
 from engine._runtime.handler_threads import HandlerThreads
 from engine._runtime.handoff import overlay
+from engine._runtime.invocation import InvocationContext
 from engine._runtime.ports import BlobStore, LockTable, StepQueue
 from engine._runtime.signals import StepCanceled
 from engine._runtime.snapshots import Snapshots

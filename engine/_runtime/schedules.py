@@ -19,6 +19,7 @@ from typing import Any
 
 from engine import _codec
 from engine._ids import moment
+from engine._limits import check_page_size
 from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import Database, TimerQueue
@@ -33,9 +34,9 @@ from engine._runtime.schedule_specs import (
 )
 from engine._runtime.schedule_times import MICROS, action_flow_id
 from engine._runtime.starts import Starter
-from engine._storage import schedules as stored
+from engine._storage import schedule_rows as stored
 from engine._storage.records import StartRequest
-from engine._storage.schedules import Acted, Acting, ScheduleState
+from engine._storage.schedule_rows import Acted, Acting, ScheduleState
 from engine._tokens import seal
 from engine.clock import Clock, to_micros
 from engine.errors import (
@@ -336,8 +337,7 @@ class Schedules:
 
     async def list(self, page_size: int, page_token: str) -> SchedulePage:
         """Return a page of Schedules by ID (listSchedules)."""
-        if not 1 <= page_size <= 1000:
-            raise InvalidArgumentError("pageSize must be between 1 and 1000", field="pageSize")
+        check_page_size(page_size)
         after = after_token(page_token)
         found = await stored.page(self._database, after, page_size + 1)
         more = len(found) > page_size

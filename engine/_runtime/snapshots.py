@@ -11,7 +11,7 @@ from typing import Any
 from engine import _codec
 from engine._ids import state_key
 from engine._runtime.committed_state import CommittedState
-from engine._runtime.context import InvocationContext
+from engine._runtime.invocation import InvocationContext
 from engine._runtime.ports import BlobStore, Database
 from engine._runtime.step_io import StepIO
 from engine._sharing import sharing

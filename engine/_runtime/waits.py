@@ -20,7 +20,7 @@ from typing import Any
 from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import TimerHandle, TimerQueue
-from engine._storage import commits, waits
+from engine._storage import commits, durable_waits
 from engine._storage.records import StartRequest, WaitingStep
 from engine.channel import ChannelCondition, _Channel
 from engine.clock import Clock, to_micros
@@ -104,15 +104,15 @@ class ChannelWaits:
         try it at once, since its messages may already be there."""
         step_id = waiting.step.id
         self.forget(step_id)
-        children = {n["runId"] for n in waits.subflows(waiting.spec) if n.get("runId")}
-        watched = _Watched(waiting, waits.queues(waiting.spec), children)
+        children = {n["runId"] for n in durable_waits.subflows(waiting.spec) if n.get("runId")}
+        watched = _Watched(waiting, durable_waits.queues(waiting.spec), children)
         self._watched[step_id] = watched
         for channel, instance in watched.queues:
             self._by_queue.setdefault((waiting.step.run_id, channel, instance), set()).add(step_id)
         for child in children:
             self._by_child.setdefault(child, set()).add(step_id)
         now = to_micros(self._clock.now())
-        for deadline in waits.deadlines(waiting.spec):
+        for deadline in durable_waits.deadlines(waiting.spec):
             if deadline > now:
                 handle = self._timers.call_at(deadline / 1_000_000, lambda: self._try(step_id))
                 watched.timers.append(handle)

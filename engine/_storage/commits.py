@@ -17,9 +17,9 @@ from sqlalchemy import Connection, delete, select
 
 from engine._enums import HistoryEventType, RunStatus
 from engine._ids import state_key, to_rfc3339
-from engine._storage import channels, rows, starts
+from engine._storage import channel_messages, durable_waits, rows, start_units
 from engine._storage import tables as t
-from engine._storage.effects import apply_effects, complete_if_met
+from engine._storage.apply import apply_effects, complete_if_met
 from engine._storage.journal import journaled
 from engine._storage.records import (
     ChannelDeletion,
@@ -66,7 +66,7 @@ def start_run(request: StartRequest, now: int) -> Unit:
     """Create a run with its initial Attributes and start Step, honouring ID reuse."""
 
     def unit(conn: Connection) -> CommitResult:
-        outcome, changes = starts.insert_run(conn, request, now)
+        outcome, changes = start_units.insert_run(conn, request, now)
         return CommitResult(tuple(changes), outcome)
 
     return journaled(unit)
@@ -224,7 +224,7 @@ def complete_wait(*, step: QueuedStep, now: int) -> Unit:
 
     def unit(conn: Connection) -> CommitResult:
         run = _open_run(conn, step.run_id)
-        text = None if run is None else channels.waiting_spec(conn, step.id)
+        text = None if run is None else durable_waits.waiting_spec(conn, step.id)
         if run is None or text is None:
             return CommitResult(value=None)
         execute = complete_if_met(conn, run, step, json.loads(text), now)
@@ -265,7 +265,7 @@ def delete_message(*, flow_id: str, run_id: str, deletion: ChannelDeletion, now:
                 flow_id=flow_id,
                 operation="deleteChannelMessage",
             )
-        if not channels.pending_ids(conn, run.run_id, [deletion.message_id]):
+        if not channel_messages.pending_ids(conn, run.run_id, [deletion.message_id]):
             # Said here, not by the RPC check: this call deleted nothing and had nothing else.
             raise ChannelMessageNotFoundError(
                 f"message {deletion.message_id} of Channel "

@@ -316,7 +316,7 @@ Decision = StepClose | EnterExecute | EnterWait | RunClose | None
 class StagedEffects:
     """Every durable effect of one handler invocation, committed together.
 
-    :func:`engine._storage.effects.apply_effects` applies them in the seed's order: Attribute
+    :func:`engine._storage.apply.apply_effects` applies them in the seed's order: Attribute
     writes, best-effort Channel deletions, Channel publications, cancellations, next Steps,
     then the decision. ``output`` is an RPC's validated output, returned once committed;
     ``history`` holds events the handler recorded besides the commit's own.

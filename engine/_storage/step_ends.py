@@ -22,7 +22,7 @@ from sqlalchemy import Connection
 from engine._enums import RunStatus
 from engine._outcomes import OutcomeKind
 from engine._storage import pg_direct
-from engine._storage.effects import step_closed_details
+from engine._storage.apply import step_closed_details
 from engine._storage.records import CommitResult, QueuedStep, RunChange, StagedEffects, StepClose
 from engine._storage.step_moves import StepMove, closed_state, has_other_effects, step_move
 

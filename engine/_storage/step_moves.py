@@ -27,7 +27,7 @@ from sqlalchemy import Connection
 from engine._enums import HistoryEventType
 from engine._outcomes import OutcomeKind
 from engine._storage import pg_direct
-from engine._storage.effects import step_closed_details
+from engine._storage.apply import step_closed_details
 from engine._storage.records import (
     CommitResult,
     QueuedStep,

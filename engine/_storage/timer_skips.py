@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from engine._enums import HistoryEventType
-from engine._storage import channels, reads, rows
+from engine._storage import durable_waits, reads, rows
 from engine._storage import tables as t
-from engine._storage.effects import complete_if_met
+from engine._storage.apply import complete_if_met
 from engine._storage.journal import journaled
 from engine._storage.records import (
     CommitResult,
@@ -84,7 +84,7 @@ def _pending(conn: Connection, step_id: str) -> QueuedStep | None:
 def _fire_wait(
     conn: Connection, run: rows.LockedRun, step: QueuedStep, now: int, change: RunChange
 ) -> int:
-    text = channels.waiting_spec(conn, step.id)
+    text = durable_waits.waiting_spec(conn, step.id)
     if text is None:
         return 0
     spec = json.loads(text)
@@ -101,7 +101,7 @@ def _fire_wait(
     walk(spec["root"])
     if not fired:
         return 0
-    channels.update_wait(conn, step, json.dumps(spec, separators=(",", ":")))
+    durable_waits.update_wait(conn, step, json.dumps(spec, separators=(",", ":")))
     execute = complete_if_met(conn, run, step, spec, now)
     if execute is not None:
         change.queued_steps = (execute,)

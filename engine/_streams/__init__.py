@@ -5,7 +5,7 @@ reaches them); :func:`stream_store` builds the one a config names.
 """
 
 from engine._streams.factory import stream_store
-from engine._streams.memory import MemoryStreamStore
+from engine._streams.memory_store import MemoryStreamStore
 from engine._streams.service import StreamService
 
 __all__ = ["MemoryStreamStore", "StreamService", "stream_store"]

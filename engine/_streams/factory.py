@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from engine._streams.memory import MemoryStreamStore
-from engine._streams.records import StreamStore
+from engine._streams.memory_store import MemoryStreamStore
+from engine._streams.store_interface import StreamStore
 from engine.errors import InvalidArgumentError
 from engine.stream import StreamStoreConfig
 
@@ -37,10 +37,10 @@ def stream_store(
         return MemoryStreamStore(config, clock, on_trim_done)
     # Imported here: a server on the memory store never loads a network client.
     if config.backend == "redis":
-        from engine._streams.redis import RedisStreamStore
+        from engine._streams.redis_store import RedisStreamStore
 
         return RedisStreamStore(config, clock, on_trim_done)
-    from engine._streams.postgres import PostgresStreamStore
+    from engine._streams.postgres_store import PostgresStreamStore
 
     return PostgresStreamStore(config, clock, postgres_dsn(config, database_url), on_trim_done)
 

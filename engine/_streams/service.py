@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from engine import _codec
 from engine._ids import check_id
+from engine._limits import check_page_size, check_wait_seconds
 from engine._streams import tokens
 from engine._streams.factory import stream_store
-from engine._streams.records import StoredMessage, StreamStore
 from engine._streams.step_writes import StepWrites
+from engine._streams.store_interface import StoredMessage, StreamStore
 from engine.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from engine.flow import Flow
     from engine.registry import Registry
 
-MAX_WAIT_SECONDS = 60.0
 MAX_SOURCE_LENGTH = 1024
 #: The page size of ListStreamMessages when the caller names none.
 DEFAULT_PAGE_SIZE = 100
@@ -176,10 +176,7 @@ class StreamService:
         wait_seconds: float,
     ) -> StreamMessage[Any] | None:
         """Return the message after ``resume_token`` (the head when empty or too old)."""
-        if not isinstance(wait_seconds, int | float) or not 0 <= wait_seconds <= MAX_WAIT_SECONDS:
-            raise InvalidArgumentError(
-                f"waitSeconds must be between 0 and {MAX_WAIT_SECONDS:g}", field="waitSeconds"
-            )
+        check_wait_seconds(wait_seconds)
         binding = tokens.binding(flow_type, flow_id, stream.name)
         after = 0
         epoch = None
@@ -212,12 +209,7 @@ class StreamService:
         limit = self.config.max_read_messages
         if page_size is None:
             page_size = min(DEFAULT_PAGE_SIZE, limit)
-        if (
-            not isinstance(page_size, int)
-            or isinstance(page_size, bool)
-            or not (1 <= page_size <= limit)
-        ):
-            raise InvalidArgumentError(f"pageSize must be between 1 and {limit}", field="pageSize")
+        check_page_size(page_size, largest=limit)
         binding = tokens.binding(flow_type, flow_id, stream.name)
         before = None
         epoch = None

@@ -16,7 +16,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
-from engine._streams.records import StreamStore
+from engine._streams.store_interface import StreamStore
 from engine.errors import FailedPreconditionError, ResourceExhaustedError
 
 log = logging.getLogger("dexlite.streams")

@@ -5,8 +5,8 @@ token read; a token of one listing is refused by another.
 One Engine serves every example (setting it up per example would dominate the run): a few
 Flows, each listing with at least three pages, on the selected backend. Hypothesis examples
 are plain functions, so the fixture owns an event loop and runs each engine call on it.
-A character *replaced* in a token is the case the engine gets wrong: see
-``tests/unit/test_properties_found.py``.
+A character *replaced* in a token is refused too (tokens carry a digest): see
+``tests/unit/test_codec_and_token_edges.py``.
 """
 
 from __future__ import annotations

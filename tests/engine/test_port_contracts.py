@@ -24,9 +24,9 @@ from engine import IdReusePolicy
 from engine._ids import new_id
 from engine._runtime.activity import Activity
 from engine._runtime.locks import MemoryLockTable
+from engine._runtime.multiprocess.lease import ProcessLease
+from engine._runtime.multiprocess.lock_table import SharedLockTable
 from engine._runtime.ports import Database, LockTable
-from engine._runtime.shared.lease import ProcessLease
-from engine._runtime.shared.locks import SharedLockTable
 from engine._storage import commits
 from engine._storage.database import DatabaseSettings, open_database
 from engine._storage.postgres import PostgresDatabase

@@ -23,7 +23,7 @@ from engine import (
     graceful_complete,
     rpc,
 )
-from engine._runtime.shared.notify import ALL, MAX_PAYLOAD, _changes, _notice
+from engine._runtime.multiprocess.notify import ALL, MAX_PAYLOAD, _changes, _notice
 from engine._storage.records import AttributeWrite, RunChange
 from engine.testing import settle, waiting_calls
 from tests.conftest import running_engine

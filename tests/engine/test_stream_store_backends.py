@@ -48,7 +48,7 @@ from engine import (
 )
 from engine._streams import StreamService, stream_store
 from engine._streams.factory import postgres_dsn
-from engine._streams.records import StoredMessage, StreamStore
+from engine._streams.store_interface import StoredMessage, StreamStore
 from tests.conftest import running_engine
 from tests.support import backends
 from tests.support.waiting import eventually

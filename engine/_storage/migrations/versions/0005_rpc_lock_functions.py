@@ -11,8 +11,8 @@ each is now one call of a function that does the same under the same advisory lo
 statement and so one transaction of its own (dropping also runs inside an RPC's commit). A
 function answers false (taking) or -1 (dropping, else the number of rows dropped), having
 changed nothing, whenever the common case does not hold; the caller then runs the full
-transaction (engine/_runtime/shared/locks.py), which also judges holders alive or dead and
-grants waiters.
+transaction (engine/_runtime/multiprocess/lock_table.py), which also judges holders alive or
+dead and grants waiters.
 
 ``dexlite_lock_flow`` is that advisory lock, for the Python side to take too, so that the
 lock's key is written down once. SQLite has no use for any of it.

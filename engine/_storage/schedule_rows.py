@@ -18,9 +18,9 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from engine._enums import RunStatus
-from engine._storage import rows, starts
+from engine._storage import rows, start_units
 from engine._storage import tables as t
-from engine._storage.effects import apply_effects
+from engine._storage.apply import apply_effects
 from engine._storage.journal import journaled
 from engine._storage.reads import Database
 from engine._storage.records import CommitResult, RunChange, RunClose, StagedEffects, StartRequest
@@ -280,7 +280,7 @@ def _start(
 ) -> None:
     when, request = action
     try:
-        outcome, started = starts.insert_run(conn, request, now)
+        outcome, started = start_units.insert_run(conn, request, now)
     except FlowAlreadyStartedError:
         # The Flow ID of this time runs already (a trigger in the same second), or its ID
         # reuse policy refuses another run: the time is skipped, not failed.

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Connection, select
 
 from engine._ids import new_id
-from engine._storage import commits, starts
+from engine._storage import commits, start_units
 from engine._storage import tables as t
 from engine._storage.database import DatabaseSettings, SQLiteDatabase
 from engine._storage.journal import journaled
@@ -70,7 +70,7 @@ async def start_child(
         parent = lock_run(conn, parent_run)
         assert parent is not None
         start = SubFlowStart(0, request(CHILD, "Child", request_id), policy)
-        run_id, action, _ = starts.start_subflow(conn, parent, step, start, 1)
+        run_id, action, _ = start_units.start_subflow(conn, parent, step, start, 1)
         return run_id, action
 
     return await db.write(journaled(unit))
@@ -92,19 +92,19 @@ async def test_a_matching_request_id_attaches_even_under_always_restart(db: SQLi
     parent = request("parent", "Parent", None)
     await db.write(commits.start_run(parent, 1))
     first, action = await start_child(db, parent.run_id, "r-1", SubFlowReusePolicy.ALWAYS_RESTART)
-    assert action == starts.STARTED
+    assert action == start_units.STARTED
     # The same start again: attaches to the running child, which keeps its one run.
     again, action = await start_child(db, parent.run_id, "r-1", SubFlowReusePolicy.ALWAYS_RESTART)
-    assert (again, action) == (first, starts.ATTACHED)
+    assert (again, action) == (first, start_units.ATTACHED)
     assert await child_runs(db) == [(first, "RUNNING")]
     # Once the child closed, the same start returns its terminal result: still no new run.
     await db.write(
         commits.stop_run(flow_id=CHILD, run_id=first, close=RunClose(RunStatus.FAILED), now=2)
     )
     again, action = await start_child(db, parent.run_id, "r-1", SubFlowReusePolicy.ALWAYS_RESTART)
-    assert (again, action) == (first, starts.ATTACHED)
+    assert (again, action) == (first, start_units.ATTACHED)
     assert await child_runs(db) == [(first, "FAILED")]
     # Another Request ID goes by the table: ALWAYS_RESTART starts a new run.
     new, action = await start_child(db, parent.run_id, "r-2", SubFlowReusePolicy.ALWAYS_RESTART)
-    assert action == starts.STARTED and new != first
+    assert action == start_units.STARTED and new != first
     assert sorted(await child_runs(db)) == sorted([(first, "FAILED"), (new, "RUNNING")])

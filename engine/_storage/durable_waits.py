@@ -1,4 +1,5 @@
-"""Durable waits on Channel conditions: the condition tree as JSON data, and when it is met.
+"""Durable waits on Channel conditions: the condition tree as JSON data, when it is met, and the
+rows that keep a Step execution's wait (inside the calling unit's transaction, never committing).
 
 A Step whose ``wait_for`` waits on Channels stores its Wait as a tree (see ``spec``) with the
 wait's start time. Whether it is met is decided from the queues' pending counts and the time
@@ -14,6 +15,13 @@ for, known once the commit that begins the wait started or attached it).
 from __future__ import annotations
 
 from typing import Any
+
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
+
+from engine._storage import tables as t
+from engine._storage.prepared import Prepared
+from engine._storage.records import Phase, QueuedStep, StepState
+from engine._storage.rows import requeue_step
 
 Queue = tuple[str, str]
 Take = list[tuple[Queue, int]]
@@ -159,3 +167,47 @@ def _rank(node: dict[str, Any]) -> int:
         return _SUBFLOW
     children = node.get("conditions", [])
     return min((_rank(child) for child in children), default=_TIMER)
+
+
+# -- the rows of a Step execution's wait ------------------------------------------------------
+
+_se = t.step_executions
+_sw = t.step_waits
+_INSERT_WAIT = Prepared(insert(_sw))
+_DELETE_WAIT = Prepared(delete(_sw).where(_sw.c.step_id == bindparam("step_id")))
+_WAIT_SPEC = Prepared(select(_sw.c.spec).where(_sw.c.step_id == bindparam("step_id")))
+_SET_CONSUMED = Prepared(
+    update(_sw).where(_sw.c.step_id == bindparam("b_id")).values(consumed=bindparam("b_consumed"))
+)
+_STEP_PHASE = Prepared(select(_se.c.state, _se.c.phase).where(_se.c.id == bindparam("step_id")))
+
+
+def start_wait(conn: Connection, step: QueuedStep, spec: str) -> None:
+    """Record a Step execution's durable wait (replacing one a failed attempt left)."""
+    _DELETE_WAIT.run(conn, {"step_id": step.id})
+    _INSERT_WAIT.many(conn, [{"step_id": step.id, "run_id": step.run_id, "spec": spec}])
+
+
+def waiting_spec(conn: Connection, step_id: str) -> str | None:
+    """Return the wait spec of a Step execution still waiting, or None."""
+    row = _STEP_PHASE.first(conn, {"step_id": step_id})
+    if row is None or row.state != StepState.PENDING or row.phase != Phase.WAITING:
+        return None
+    row = _WAIT_SPEC.first(conn, {"step_id": step_id})
+    return None if row is None else str(row.spec)
+
+
+_SET_SPEC = Prepared(
+    update(_sw).where(_sw.c.step_id == bindparam("b_id")).values(spec=bindparam("b_spec"))
+)
+
+
+def update_wait(conn: Connection, step: QueuedStep, spec: str) -> None:
+    """Record what a wait has seen so far (children seen closed) in its spec."""
+    _SET_SPEC.run(conn, {"b_id": step.id, "b_spec": spec})
+
+
+def end_wait(conn: Connection, step: QueuedStep, consumed: str) -> None:
+    """Record what a completed wait consumed and move the execution to ``execute``."""
+    _SET_CONSUMED.run(conn, {"b_id": step.id, "b_consumed": consumed})
+    requeue_step(conn, step)

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
-from engine._streams.records import StoredMessage
-from engine._streams.shared import Appended, Refused, SharedStreamStore
+from engine._streams.multiprocess_store import Appended, Refused, SharedStreamStore
+from engine._streams.store_interface import StoredMessage
 from engine.errors import InvalidArgumentError
 from engine.stream import StreamStoreConfig
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from engine._streams.records import StoredMessage
+from engine._streams.store_interface import StoredMessage
 from engine._streams.trimming import Trimming
 from engine._streams.waiting import Waiters
 from engine.errors import FailedPreconditionError, ResourceExhaustedError

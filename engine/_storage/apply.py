@@ -16,7 +16,7 @@ from sqlalchemy import Connection
 from engine._enums import HistoryEventType, RunStatus
 from engine._ids import new_ordered_id, state_key, to_rfc3339
 from engine._outcomes import OutcomeKind
-from engine._storage import channels, rows, starts, subflows, waits
+from engine._storage import channel_messages, durable_waits, rows, start_units, subflows
 from engine._storage.records import (
     ChannelDeletion,
     ChannelPublication,
@@ -88,12 +88,14 @@ def apply_effects(
             "stepType": decision.step.step_type,
             "stepExecutionId": decision.step.execution_id,
             "dueAt": None,
-            "channels": sorted(state_key(*queue) for queue in waits.queues(decision.spec)),
+            "channels": sorted(state_key(*queue) for queue in durable_waits.queues(decision.spec)),
             "attributes": rows.written_keys(effects.writes),
         }
         rows.add_history(conn, run.run_id, [(HistoryEventType.STEP_WAITING, event)], now)
         others.extend(_start_subflows(conn, run, decision, now))
-        channels.start_wait(conn, decision.step, json.dumps(decision.spec, separators=(",", ":")))
+        durable_waits.start_wait(
+            conn, decision.step, json.dumps(decision.spec, separators=(",", ":"))
+        )
         # Messages already pending (or children already closed) may meet the wait at once:
         # it completes in this commit.
         execute = complete_if_met(conn, run, decision.step, decision.spec, now)
@@ -134,11 +136,11 @@ def _start_subflows(
     conn: Connection, run: LockedRun, decision: EnterWait, now: int
 ) -> list[RunChange]:
     """Start (or attach to) the wait's children and note each child run in the spec."""
-    nodes = {node["subflow"]: node for node in waits.subflows(decision.spec)}
+    nodes = {node["subflow"]: node for node in durable_waits.subflows(decision.spec)}
     changes: list[RunChange] = []
     events = []
     for start in decision.subflows:
-        child_run, action, started = starts.start_subflow(conn, run, decision.step, start, now)
+        child_run, action, started = start_units.start_subflow(conn, run, decision.step, start, now)
         node = nodes[start.index]
         node["runId"] = child_run
         changes.extend(started)
@@ -164,7 +166,7 @@ def complete_if_met(
     in the caller's transaction; returns that execute attempt, or None when the wait is not
     met. Children seen closed for the first time get a SUBFLOW_CLOSED event either way.
     """
-    nodes = waits.subflows(spec)
+    nodes = durable_waits.subflows(spec)
     states = subflows.statuses(conn, [n["runId"] for n in nodes if n.get("runId")])
     closed = {run_id for run_id, status in states.items() if status != RunStatus.RUNNING}
     events = []
@@ -180,16 +182,16 @@ def complete_if_met(
                 "status": str(states[node["runId"]]),
             }
             events.append((HistoryEventType.SUBFLOW_CLOSED, event))
-    counts = channels.queue_sizes(conn, run.run_id, waits.queues(spec))
-    taken = waits.plan(spec, counts, closed, now)
+    counts = channel_messages.queue_sizes(conn, run.run_id, durable_waits.queues(spec))
+    taken = durable_waits.plan(spec, counts, closed, now)
     if taken is None:
         rows.add_history(conn, run.run_id, events, now)
         if events:
-            channels.update_wait(conn, step, json.dumps(spec, separators=(",", ":")))
+            durable_waits.update_wait(conn, step, json.dumps(spec, separators=(",", ":")))
         return None
     consumed: dict[str, list[Any]] = {}
     for (channel, instance), count in taken:
-        messages = channels.take_messages(conn, run.run_id, channel, instance, count)
+        messages = channel_messages.take_messages(conn, run.run_id, channel, instance, count)
         key = state_key(channel, instance)
         consumed.setdefault(key, []).extend(json.loads(value) for _, value in messages)
         event = {
@@ -205,7 +207,7 @@ def complete_if_met(
     execute = replace(
         step, phase=Phase.EXECUTE, attempt=1, due_at=None, consumed=text, returned=False
     )
-    channels.end_wait(conn, execute, text)
+    durable_waits.end_wait(conn, execute, text)
     rows.add_history(conn, run.run_id, events, now)
     return execute
 
@@ -294,7 +296,7 @@ def _check_pending(
     conn: Connection, run: LockedRun, deletions: tuple[ChannelDeletion, ...]
 ) -> None:
     """Raise ChannelMessageNotFoundError unless every deleted message is still pending."""
-    pending = channels.pending_ids(conn, run.run_id, [d.message_id for d in deletions])
+    pending = channel_messages.pending_ids(conn, run.run_id, [d.message_id for d in deletions])
     for deletion in deletions:
         if deletion.message_id not in pending:
             raise ChannelMessageNotFoundError(
@@ -313,7 +315,7 @@ def _delete_channel_messages(
     events = [
         (HistoryEventType.CHANNEL_MESSAGE_DELETED, {"channel": key, "messageId": d.message_id})
         for d in deletions
-        if channels.delete_message(conn, run.run_id, d.channel, d.instance, d.message_id)
+        if channel_messages.delete_message(conn, run.run_id, d.channel, d.instance, d.message_id)
         for key in (state_key(d.channel, d.instance),)
     ]
     rows.add_history(conn, run.run_id, events, now)
@@ -327,7 +329,7 @@ def _publish_channel_messages(
     if not publications:
         return ()
     messages = [(p.channel, p.instance, new_ordered_id(), p.value) for p in publications]
-    channels.insert_messages(conn, run.run_id, messages, now)
+    channel_messages.insert_messages(conn, run.run_id, messages, now)
     events = [
         (
             HistoryEventType.CHANNEL_PUBLISHED,

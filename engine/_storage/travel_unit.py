@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, insert, select
 
 from engine._enums import HistoryEventType, IdReusePolicy, RunStatus
-from engine._storage import channels, past, restore, rows
+from engine._storage import channel_messages, past, restore, rows
 from engine._storage import tables as t
 from engine._storage.journal import DELETE, PUBLISH, WRITE, journal, journaled
 from engine._storage.records import AttributeWrite, CommitResult, RunChange, StartRequest
@@ -317,7 +317,7 @@ def _reapply(
             )
             event["attributes"].append(key)
         elif row.kind == PUBLISH:
-            channels.insert_messages(
+            channel_messages.insert_messages(
                 conn,
                 new,
                 [(row.name, row.instance, row.message_id, row.value)],
@@ -326,7 +326,7 @@ def _reapply(
             )
             published.add((row.name, row.instance))
             event["published"].append({"channel": key, "messageId": row.message_id})
-        elif row.kind == DELETE and channels.delete_message(
+        elif row.kind == DELETE and channel_messages.delete_message(
             conn, new, row.name, row.instance, row.message_id
         ):
             event["deleted"].append({"channel": key, "messageId": row.message_id})

@@ -1,4 +1,5 @@
-"""Row-level pieces of Channel state: pending messages, and Step executions' durable waits.
+"""Row-level pieces of Channel state: the pending messages of each queue (durable waits on them
+are ``durable_waits``).
 
 Like ``rows``, these run inside the transaction of the unit that calls them and never commit.
 """
@@ -8,13 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select
 
 from engine._storage import tables as t
 from engine._storage.journal import CONSUME, DELETE, PUBLISH, journal
 from engine._storage.prepared import Prepared
-from engine._storage.records import Phase, QueuedStep, StepState
-from engine._storage.rows import requeue_step
 
 _se = t.step_executions
 
@@ -53,14 +52,6 @@ _OLDEST = Prepared(
     .limit(bindparam("n"))
 )
 _DELETE_SEQS = delete(_cm).where(_cm.c.seq.in_(bindparam("seqs", expanding=True)))
-_sw = t.step_waits
-_INSERT_WAIT = Prepared(insert(_sw))
-_DELETE_WAIT = Prepared(delete(_sw).where(_sw.c.step_id == bindparam("step_id")))
-_WAIT_SPEC = Prepared(select(_sw.c.spec).where(_sw.c.step_id == bindparam("step_id")))
-_SET_CONSUMED = Prepared(
-    update(_sw).where(_sw.c.step_id == bindparam("b_id")).values(consumed=bindparam("b_consumed"))
-)
-_STEP_PHASE = Prepared(select(_se.c.state, _se.c.phase).where(_se.c.id == bindparam("step_id")))
 
 
 def insert_messages(
@@ -135,34 +126,3 @@ def take_messages(
         for row in found:
             log.log(conn, run_id, CONSUME, channel, instance, message_id=row.message_id)
     return [(row.message_id, row.value) for row in found]
-
-
-def start_wait(conn: Connection, step: QueuedStep, spec: str) -> None:
-    """Record a Step execution's durable wait (replacing one a failed attempt left)."""
-    _DELETE_WAIT.run(conn, {"step_id": step.id})
-    _INSERT_WAIT.many(conn, [{"step_id": step.id, "run_id": step.run_id, "spec": spec}])
-
-
-def waiting_spec(conn: Connection, step_id: str) -> str | None:
-    """Return the wait spec of a Step execution still waiting, or None."""
-    row = _STEP_PHASE.first(conn, {"step_id": step_id})
-    if row is None or row.state != StepState.PENDING or row.phase != Phase.WAITING:
-        return None
-    row = _WAIT_SPEC.first(conn, {"step_id": step_id})
-    return None if row is None else str(row.spec)
-
-
-_SET_SPEC = Prepared(
-    update(_sw).where(_sw.c.step_id == bindparam("b_id")).values(spec=bindparam("b_spec"))
-)
-
-
-def update_wait(conn: Connection, step: QueuedStep, spec: str) -> None:
-    """Record what a wait has seen so far (children seen closed) in its spec."""
-    _SET_SPEC.run(conn, {"b_id": step.id, "b_spec": spec})
-
-
-def end_wait(conn: Connection, step: QueuedStep, consumed: str) -> None:
-    """Record what a completed wait consumed and move the execution to ``execute``."""
-    _SET_CONSUMED.run(conn, {"b_id": step.id, "b_consumed": consumed})
-    requeue_step(conn, step)

@@ -33,8 +33,8 @@ from sqlalchemy import Connection, delete, insert, update
 from engine._runtime.activity import Activity
 from engine._runtime.handoff import LockedCommit
 from engine._runtime.locks import RPC, STEP
-from engine._runtime.shared.lease import ProcessLease
-from engine._runtime.shared.lock_rows import (
+from engine._runtime.multiprocess.lease import ProcessLease
+from engine._runtime.multiprocess.lock_rows import (
     ENDING,
     TAKE_RPC_LOCKS,
     clear_dead,

@@ -13,12 +13,13 @@ from typing import Any
 
 from engine import _codec
 from engine._ids import check_event_number, check_id, check_text, new_id, state_key
+from engine._limits import check_page_size
 from engine._runtime.committer import Committer
 from engine._runtime.flows import FlowQueries
 from engine._runtime.ports import Database
 from engine._specs import FlowSpec
 from engine._storage import reads
-from engine._storage import travel as storage
+from engine._storage import travel_unit as storage
 from engine._storage.indexes import index_write
 from engine._storage.records import IndexWrite
 from engine._storage.restore import Indexer
@@ -130,8 +131,7 @@ class TimeTravel:
             raise InvalidArgumentError(
                 "to.kind must be BEGINNING or STEP_TYPE for a travel by query", field="to.kind"
             )
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise InvalidArgumentError("limit must be between 1 and 1000", field="limit")
+        check_page_size(limit, "limit")
         _reason(reason)
         matched = await self._latest_matching(query, limit)
         if dry_run:

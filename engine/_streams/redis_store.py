@@ -27,8 +27,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from engine._streams.records import StoredMessage
-from engine._streams.shared import Appended, Refused, SharedStreamStore
+from engine._streams.multiprocess_store import Appended, Refused, SharedStreamStore
+from engine._streams.store_interface import StoredMessage
 from engine.stream import StreamStoreConfig
 
 if TYPE_CHECKING:

@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from sqlalchemy import Connection, delete, select
 
 from engine._enums import RunStatus
-from engine._runtime.shared.claims import SharedStepQueue
-from engine._runtime.shared.lease import SERVER_NOW
-from engine._runtime.shared.locks import SharedLockTable
+from engine._runtime.multiprocess.claims import SharedStepQueue
+from engine._runtime.multiprocess.lease import SERVER_NOW
+from engine._runtime.multiprocess.lock_table import SharedLockTable
 from engine._runtime.timeouts import Timeouts
 from engine._storage import tables as t
 from engine._storage.postgres import PostgresDatabase

@@ -6,13 +6,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from engine._runtime.activity import Activity
+from engine._runtime.multiprocess.claims import SharedStepQueue
+from engine._runtime.multiprocess.coordinator import Coordinator
+from engine._runtime.multiprocess.lease import ProcessLease
+from engine._runtime.multiprocess.lock_rows import CHANNEL as LOCKS_CHANNEL
+from engine._runtime.multiprocess.lock_table import SharedLockTable
+from engine._runtime.multiprocess.notify import RemoteListener, SharedNotifier
 from engine._runtime.ports import TimerQueue
-from engine._runtime.shared.claims import SharedStepQueue
-from engine._runtime.shared.coordinator import Coordinator
-from engine._runtime.shared.lease import ProcessLease
-from engine._runtime.shared.lock_rows import CHANNEL as LOCKS_CHANNEL
-from engine._runtime.shared.locks import SharedLockTable
-from engine._runtime.shared.notify import RemoteListener, SharedNotifier
 from engine._runtime.timeouts import Timeouts
 from engine._storage.postgres import PostgresDatabase
 from engine.clock import Clock

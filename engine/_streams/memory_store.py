@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from engine._streams.records import StoredMessage, sequence_of
+from engine._streams.store_interface import StoredMessage, sequence_of
 from engine._streams.trimming import Trimming
 from engine.errors import FailedPreconditionError, ResourceExhaustedError
 from engine.stream import StreamStoreConfig

@@ -1,0 +1,39 @@
+"""The bounds every engine call shares, and their checks, in one place.
+
+A page is 1 to ``MAX_PAGE_SIZE`` items and a long poll waits 0 to ``MAX_WAIT_SECONDS``; the
+server's settings can lower these for HTTP callers, never raise them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.errors import InvalidArgumentError
+
+#: The largest page of any listing (pageSize) and of a travel by query (limit).
+MAX_PAGE_SIZE = 1000
+#: The longest wait of any long poll (waitSeconds).
+MAX_WAIT_SECONDS = 60.0
+
+
+def check_page_size(page_size: Any, field: str = "pageSize", largest: int = MAX_PAGE_SIZE) -> None:
+    """Raise InvalidArgumentError naming ``field`` unless ``page_size`` is an int from 1 to
+    ``largest`` (a Boolean is not a number here)."""
+    if (
+        isinstance(page_size, bool)
+        or not isinstance(page_size, int)
+        or not 1 <= page_size <= largest
+    ):
+        raise InvalidArgumentError(f"{field} must be between 1 and {largest}", field=field)
+
+
+def check_wait_seconds(wait_seconds: Any) -> None:
+    """Raise InvalidArgumentError unless ``wait_seconds`` is a number from 0 to 60."""
+    if (
+        isinstance(wait_seconds, bool)
+        or not isinstance(wait_seconds, int | float)
+        or not 0 <= wait_seconds <= MAX_WAIT_SECONDS
+    ):
+        raise InvalidArgumentError(
+            f"waitSeconds must be between 0 and {MAX_WAIT_SECONDS:g}", field="waitSeconds"
+        )
