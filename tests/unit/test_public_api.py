@@ -198,6 +198,15 @@ def test_storage_imports_no_public_declaration_module() -> None:
     assert public == set()
 
 
+def test_every_engine_module_name_is_unique() -> None:
+    """A module's name says its role on its own: no two modules of engine/ share one."""
+    seen: dict[str, list[str]] = {}
+    for path in (ROOT / "engine").rglob("*.py"):
+        if path.name != "__init__.py" and "migrations" not in path.parts:
+            seen.setdefault(path.stem, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+
+
 def test_no_engine_module_is_over_500_lines() -> None:
     long = {
         str(path.relative_to(ROOT)): lines
