@@ -33,7 +33,7 @@ InstanceQuery = Annotated[
     responses=responses(400, 404, 422),
 )
 async def list_channels(
-    flowId: str,  # noqa: N803
+    flowId: str,
     eng: EngineDep,
     run_id: RunIdQuery = None,
 ) -> ChannelsResponse:
@@ -56,7 +56,7 @@ async def list_channels(
     responses=responses(400, 404, 422),
 )
 async def list_channel_messages(
-    flowId: str,  # noqa: N803
+    flowId: str,
     channel: str,
     eng: EngineDep,
     instance: InstanceQuery = None,
@@ -89,7 +89,7 @@ async def list_channel_messages(
     responses=responses(400, 404, 422),
 )
 async def publish_to_channel(
-    flowId: str,  # noqa: N803
+    flowId: str,
     channel: str,
     body: PublishBody,
     eng: EngineDep,
@@ -109,9 +109,9 @@ async def publish_to_channel(
     responses=responses(400, 404, 422),
 )
 async def delete_channel_message(
-    flowId: str,  # noqa: N803
+    flowId: str,
     channel: str,
-    messageId: str,  # noqa: N803
+    messageId: str,
     eng: EngineDep,
     instance: InstanceQuery = None,
 ) -> Response:

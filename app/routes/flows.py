@@ -75,7 +75,7 @@ async def start_flow(
     response_model=FlowInfoResponse,
     responses=responses(400, 404, 422),
 )
-async def describe_flow(flowId: str, eng: EngineDep, run_id: RunIdQuery = None) -> FlowInfoResponse:  # noqa: N803
+async def describe_flow(flowId: str, eng: EngineDep, run_id: RunIdQuery = None) -> FlowInfoResponse:
     """Describe the Flow's latest run (or the given run)."""
     info = await eng.describe_flow(flowId, run_id)
     return FlowInfoResponse.of(info)
@@ -88,7 +88,7 @@ async def describe_flow(flowId: str, eng: EngineDep, run_id: RunIdQuery = None) 
     responses=responses(400, 404, 422),
 )
 async def wait_for_flow(
-    flowId: str,  # noqa: N803
+    flowId: str,
     eng: EngineDep,
     run_id: RunIdQuery = None,
     wait_seconds: Annotated[float, Query(alias="waitSeconds", ge=0, le=60)] = 0,
@@ -106,7 +106,7 @@ async def wait_for_flow(
     responses=responses(400, 404, 422),
 )
 async def stop_flow(
-    flowId: str,  # noqa: N803
+    flowId: str,
     eng: EngineDep,
     body: Annotated[StopFlowBody, Body(default_factory=StopFlowBody)],
     run_id: RunIdQuery = None,
@@ -123,7 +123,7 @@ async def stop_flow(
     responses=responses(400, 404, 422),
 )
 async def get_flow_history(
-    flowId: str,  # noqa: N803
+    flowId: str,
     eng: EngineDep,
     run_id: RunIdQuery = None,
     page_size: PageSizeQuery = 100,
@@ -146,7 +146,7 @@ async def get_flow_history(
     responses=responses(400, 404, 422),
 )
 async def list_pending_steps(
-    flowId: str,  # noqa: N803
+    flowId: str,
     eng: EngineDep,
     run_id: RunIdQuery = None,
 ) -> PendingStepsResponse:

@@ -73,7 +73,7 @@ async def list_schedules(
     response_model=ScheduleResponse,
     responses=responses(400, 404, 422),
 )
-async def describe_schedule(scheduleId: str, eng: EngineDep) -> ScheduleResponse:  # noqa: N803
+async def describe_schedule(scheduleId: str, eng: EngineDep) -> ScheduleResponse:
     """Describe a Schedule: its spec, next five times, last ten actions, running Flows, skips."""
     return ScheduleResponse.of(await eng.describe_schedule(scheduleId))
 
@@ -85,7 +85,7 @@ async def describe_schedule(scheduleId: str, eng: EngineDep) -> ScheduleResponse
     responses=responses(400, 404, 422),
 )
 async def update_schedule(
-    scheduleId: str,  # noqa: N803
+    scheduleId: str,
     body: ScheduleBody,
     eng: EngineDep,
     limits: LimitsDep,
@@ -106,7 +106,7 @@ async def update_schedule(
     status_code=status.HTTP_204_NO_CONTENT,
     responses=responses(400, 404, 422),
 )
-async def delete_schedule(scheduleId: str, eng: EngineDep) -> Response:  # noqa: N803
+async def delete_schedule(scheduleId: str, eng: EngineDep) -> Response:
     """Delete a Schedule; the Flows it started keep running."""
     await eng.delete_schedule(scheduleId)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -119,7 +119,7 @@ async def delete_schedule(scheduleId: str, eng: EngineDep) -> Response:  # noqa:
     responses=responses(400, 404, 422),
 )
 async def pause_schedule(
-    scheduleId: str,  # noqa: N803
+    scheduleId: str,
     eng: EngineDep,
     body: Annotated[NoteBody, Body(default_factory=NoteBody)],
 ) -> ScheduleResponse:
@@ -134,7 +134,7 @@ async def pause_schedule(
     responses=responses(400, 404, 422),
 )
 async def unpause_schedule(
-    scheduleId: str,  # noqa: N803
+    scheduleId: str,
     eng: EngineDep,
     body: Annotated[NoteBody, Body(default_factory=NoteBody)],
 ) -> ScheduleResponse:
@@ -148,7 +148,7 @@ async def unpause_schedule(
     response_model=TriggerResponse,
     responses=responses(400, 404, 422),
 )
-async def trigger_schedule(scheduleId: str, eng: EngineDep) -> TriggerResponse:  # noqa: N803
+async def trigger_schedule(scheduleId: str, eng: EngineDep) -> TriggerResponse:
     """Start one action now (<scheduleId>-<now>) under the overlap policy, paused or not;
     started is false (runId null) when the policy skipped or buffered it."""
     found = await eng.trigger_schedule(scheduleId)
@@ -162,7 +162,7 @@ async def trigger_schedule(scheduleId: str, eng: EngineDep) -> TriggerResponse: 
     responses=responses(400, 404, 422),
 )
 async def backfill_schedule(
-    scheduleId: str,  # noqa: N803
+    scheduleId: str,
     body: BackfillBody,
     eng: EngineDep,
 ) -> BackfillResponse:
@@ -180,7 +180,7 @@ async def backfill_schedule(
     tags=["flows"],
 )
 async def skip_timers(
-    flowId: str,  # noqa: N803
+    flowId: str,
     body: SkipTimersBody,
     eng: EngineDep,
 ) -> SkipTimersResponse:

@@ -75,7 +75,7 @@ async def search_flows(
 async def wait_for_attribute_match(
     flowId: str,
     body: AttributeMatchBody,
-    eng: EngineDep,  # noqa: N803
+    eng: EngineDep,
     limits: LimitsDep,
 ) -> AttributeMatchResponse:
     """Wait until an Attribute, or one AttributeMap instance, of the active run matches.

@@ -46,8 +46,8 @@ def _split(entries: list[str], what: str) -> list[tuple[str, str]]:
     },
 )
 async def invoke_rpc(
-    flowId: str,  # noqa: N803
-    rpcName: str,  # noqa: N803
+    flowId: str,
+    rpcName: str,
     eng: EngineDep,
     limits: LimitsDep,
     body: Annotated[InvokeRpcBody, Body(default_factory=InvokeRpcBody)],
@@ -98,7 +98,7 @@ def _invoke_options(opts: InvokeRpcOptionsBody) -> engine.RPCInvokeOptions:
     responses=responses(400, 404, 422),
 )
 async def get_attributes(
-    flowId: str,  # noqa: N803
+    flowId: str,
     eng: EngineDep,
     name: Annotated[list[str], Query(description="'status' or 'progress/payment'; repeat")] = [],  # noqa: B006
     run_id: Annotated[str | None, Query(alias="runId", min_length=1, max_length=256)] = None,
@@ -128,7 +128,7 @@ async def get_attributes(
 async def set_attributes(
     flowId: str,
     body: SetAttributesBody,
-    eng: EngineDep,  # noqa: N803
+    eng: EngineDep,
     limits: LimitsDep,
 ) -> SetAttributesResponse:
     """Write Attributes of the active run; on a closed run only erase hard-delete values."""

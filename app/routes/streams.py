@@ -46,8 +46,8 @@ def _message(message: engine.StreamMessage[Any]) -> StreamMessageResponse:
     responses=responses(400, 404, 409, 422, 429),
 )
 async def write_stream(
-    flowType: str,  # noqa: N803
-    flowId: str,  # noqa: N803
+    flowType: str,
+    flowId: str,
     stream: str,
     body: WriteStreamBody,
     eng: EngineDep,
@@ -73,8 +73,8 @@ async def write_stream(
     responses=responses(400, 404, 409, 422),
 )
 async def list_stream_messages(
-    flowType: str,  # noqa: N803
-    flowId: str,  # noqa: N803
+    flowType: str,
+    flowId: str,
     stream: str,
     eng: EngineDep,
     page_size: Annotated[
@@ -116,8 +116,8 @@ async def list_stream_messages(
     responses=responses(400, 404, 409, 422),
 )
 async def read_stream(
-    flowType: str,  # noqa: N803
-    flowId: str,  # noqa: N803
+    flowType: str,
+    flowId: str,
     stream: str,
     eng: EngineDep,
     resume_token: Annotated[
@@ -157,8 +157,8 @@ class _Follow:
 
 
 async def _start_follow(
-    flowType: str,  # noqa: N803
-    flowId: str,  # noqa: N803
+    flowType: str,
+    flowId: str,
     stream: str,
     eng: EngineDep,
     resume_token: Annotated[

@@ -25,7 +25,7 @@ router = APIRouter(prefix="/api/v1", tags=["time-travel"])
     responses=responses(400, 404, 409, 422),
 )
 async def time_travel_flow(
-    flowId: str,  # noqa: N803
+    flowId: str,
     body: TimeTravelBody,
     eng: EngineDep,
 ) -> TimeTravelResponse:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-class StepCanceled(BaseException):  # noqa: N818 - a signal, not an error
+class StepCanceled(BaseException):
     """Raised inside a canceled Step's staging calls.
 
     A ``BaseException`` so that ``except Exception`` in user code cannot swallow it.

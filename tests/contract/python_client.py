@@ -125,7 +125,7 @@ class GeneratedClient:
     generator_output: str
 
     @property
-    def Problem(self) -> type[Any]:  # noqa: N802 - named after the generated class
+    def Problem(self) -> type[Any]:
         """Return the generated model of an application/problem+json body."""
         problem: type[Any] = self.models.Problem
         return problem

@@ -29,7 +29,7 @@ def _tour_module() -> types.ModuleType:
     module = types.ModuleType("orders_tour")
     sys.modules[module.__name__] = module  # annotations resolve against the module
     code = _python_blocks()[0]
-    exec(compile(code, str(README), "exec"), module.__dict__)  # noqa: S102 - our own README
+    exec(compile(code, str(README), "exec"), module.__dict__)
     return module
 
 
@@ -56,5 +56,5 @@ async def test_readme_tour_flow_takes_a_note_and_ships_after_its_timer(
 async def test_the_testing_guides_example_passes_as_written(tmp_path: Path) -> None:
     tour = _tour_module()
     [example] = [block for block in _python_blocks(TESTING_GUIDE) if "engine.testing" in block]
-    exec(compile(example, str(TESTING_GUIDE), "exec"), tour.__dict__)  # noqa: S102 - our docs
+    exec(compile(example, str(TESTING_GUIDE), "exec"), tour.__dict__)
     await tour.test_an_order_ships_once_its_timer_fires(tmp_path)
