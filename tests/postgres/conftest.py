@@ -1,4 +1,5 @@
-"""A fresh PostgreSQL database per test, for the tests that need real concurrent transactions.
+"""Fixtures of the tests that need real concurrent PostgreSQL transactions: a fresh database
+each (see :func:`tests.support.backends.fresh_database`).
 
 The machine (and CI) run PostgreSQL on 127.0.0.1:5432 with trust authentication. Outside CI a
 missing server skips these tests with the reason; with ``DEXLITE_REQUIRE_POSTGRES=1`` (set by
@@ -7,63 +8,14 @@ missing server skips these tests with the reason; with ``DEXLITE_REQUIRE_POSTGRE
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
-import asyncpg
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from engine._storage.schema import upgrade
-from tests.support.backends import backend_independent
-
-SERVER = os.environ.get("DEXLITE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-async def _admin() -> asyncpg.Connection:
-    try:
-        return await asyncpg.connect(SERVER, timeout=5)
-    except (OSError, asyncpg.PostgresError) as exc:
-        reason = f"PostgreSQL is not reachable at {SERVER}: {exc}"
-        if os.environ.get("DEXLITE_REQUIRE_POSTGRES") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
-# ICU en-US: a linguistic order ('a' < 'B' < 'é'), unlike the code-point order dexlite needs.
-_LINGUISTIC = " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
-
-
-@asynccontextmanager
-async def fresh_database(*, linguistic: bool = False) -> AsyncIterator[AsyncEngine]:
-    """Yield an async engine on a new, empty database with dexlite's tables; drop it after.
-
-    ``linguistic``: the database's default collation is ICU en-US, so that SQL relying on it
-    instead of code-point order answers differently from SQLite (a server without ICU gives
-    its default database).
-    """
-    admin = await _admin()
-    name = f"dexlite_test_{uuid.uuid4().hex[:12]}"
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"{_LINGUISTIC if linguistic else ""}')
-    except asyncpg.PostgresError:
-        if not linguistic:
-            await admin.close()
-            raise
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    url = SERVER.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://") + f"/{name}"
-    engine = create_async_engine(url, pool_size=4)
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(upgrade)
-        yield engine
-    finally:
-        await engine.dispose()
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+from tests.support.backends import backend_independent, fresh_database
 
 
 @pytest.fixture

@@ -10,15 +10,14 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from engine._storage import schema
-from tests.postgres.conftest import SERVER, _admin
+from tests.support.backends import PREFIX, admin_connection, postgres_url
 
 
 async def test_concurrent_upgrades_of_an_empty_database_all_succeed_once() -> None:
-    admin = await _admin()
-    name = f"dexlite_test_schema_{uuid.uuid4().hex[:12]}"
+    admin = await admin_connection()
+    name = f"{PREFIX}schema_{uuid.uuid4().hex[:12]}"
     await admin.execute(f'CREATE DATABASE "{name}"')
-    base = SERVER.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
-    engines = [create_async_engine(f"{base}/{name}") for _ in range(4)]
+    engines = [create_async_engine(postgres_url(name)) for _ in range(4)]
     try:
 
         async def upgrade(index: int) -> str | None:

@@ -18,12 +18,15 @@ import asyncio
 import hashlib
 import os
 import threading
-from collections.abc import Coroutine
+import uuid
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 T = TypeVar("T")
 
@@ -89,6 +92,52 @@ def require_server() -> None:
         if REQUIRED:
             pytest.fail(reason)
         pytest.skip(reason)
+
+
+async def admin_connection() -> asyncpg.Connection:
+    """Return a connection to the server's admin database, for a test that makes its own
+    databases; skip (or, under DEXLITE_REQUIRE_POSTGRES=1, fail) when the server is away."""
+    try:
+        return await _admin()
+    except ConnectionError as exc:
+        if REQUIRED:
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+# ICU en-US: a linguistic order ('a' < 'B' < 'é'), unlike the code-point order dexlite needs.
+_LINGUISTIC = " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+
+
+@asynccontextmanager
+async def fresh_database(*, linguistic: bool = False) -> AsyncIterator[AsyncEngine]:
+    """Yield an async engine on a new database with dexlite's tables (made by the migrations,
+    not copied from the template); drop it after.
+
+    ``linguistic``: the database's default collation is ICU en-US, so that SQL relying on it
+    instead of code-point order answers differently from SQLite (a server without ICU gives
+    its default database).
+    """
+    from engine._storage.schema import upgrade
+
+    admin = await admin_connection()
+    name = f"{PREFIX}{uuid.uuid4().hex[:12]}"
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"{_LINGUISTIC if linguistic else ""}')
+    except asyncpg.PostgresError:
+        if not linguistic:
+            await admin.close()
+            raise
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    engine = create_async_engine(postgres_url(name), pool_size=4)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(upgrade)
+        yield engine
+    finally:
+        await engine.dispose()
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
 
 
 def postgres_url(name: str) -> str:
