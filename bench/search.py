@@ -46,7 +46,6 @@ import engine
 from bench._common import heading, latency_summary, ratio, temp_dir
 from bench._search_grow import FLOW_TYPE, KEYWORDS, attributes, flow_id, grow, keyword
 from engine import Attribute, AttributeIndex, Flow, IndexType, StartFlowOptions, StepList
-from engine._storage import prepared
 
 CONCURRENT_STARTS = 1024
 PAGE = 100
@@ -137,26 +136,11 @@ def _captured() -> Iterator[list[tuple[str, Any]]]:
     ) -> None:
         seen.append((statement, params))
 
-    # Hot reads skip SQLAlchemy's execute (engine/_storage/prepared.py): record those too.
-    originals = {name: getattr(prepared.Prepared, name) for name in ("rows", "tuples")}
-
-    def recording(original: Any) -> Any:
-        def run(self: prepared.Prepared, conn: Any, params: Any = None) -> list[Any]:
-            if conn.dialect.name == "sqlite":
-                compiled = self._for(conn, None)
-                seen.append((compiled.sql, compiled.arguments(params or {})))
-            return original(self, conn, params)
-
-        return run
-
+    # Prepared statements (engine/_storage/prepared.py) announce themselves to it too.
     event.listen(SAEngine, "before_cursor_execute", record)
-    for name, original in originals.items():
-        setattr(prepared.Prepared, name, recording(original))
     try:
         yield seen
     finally:
-        for name, original in originals.items():
-            setattr(prepared.Prepared, name, original)
         event.remove(SAEngine, "before_cursor_execute", record)
 
 
