@@ -40,6 +40,7 @@ from engine._storage.database import DatabaseSettings, SQLiteDatabase, open_data
 from engine._storage.outage import PostgresTimeouts
 from engine._storage.postgres import PostgresDatabase
 from engine._streams import StreamService, stream_store
+from engine._streams.store_interface import StreamStore
 from engine.clock import Clock
 from engine.config import EngineConfig
 from engine.registry import Registry
@@ -154,44 +155,15 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     activity = Activity()
     process_id = new_process_id()
     committed = CommittedState(config.state_cache_bytes)
-    opened = open_database(
-        DatabaseSettings(
-            url=config.database_url,
-            sqlite_synchronous=config.sqlite_synchronous,
-            max_batch=config.max_commit_batch,
-            pool_size=config.database_pool_size,
-            timeouts=PostgresTimeouts(
-                connect=config.database_connect_timeout,
-                pool=config.database_pool_timeout,
-                statement=config.database_statement_timeout,
-                lock=config.database_lock_timeout,
-            ),
-            on_batch=config.telemetry.commit_batch,
-            on_committed=committed.committed,
-            on_committing=committed.committing,
-            on_settled=committed.settled,
-        ),
-        claimant=process_id,
-    )
+    opened = _open_database(config, committed, process_id)
     database: Database = opened
     blobs = FileBlobStore(config.blob_dir)
     timers = ClockTimers(clock, on_fired=activity.touch)
-    shared = None
+    shared = _multiprocess_parts(opened, process_id, registry, timers, activity, config)
     locks: LockTable
     queue: StepQueue
     notifier: LocalNotifier
-    if isinstance(opened, PostgresDatabase):
-        # Several processes may serve this database: coordinate through it.
-        shared = shared_parts(
-            database=opened,
-            process_id=process_id,
-            registry=registry,
-            timers=timers,
-            clock=clock,
-            activity=activity,
-            lease_seconds=config.lease_seconds,
-            poll_seconds=config.poll_seconds,
-        )
+    if shared is not None:
         locks, queue, notifier = shared.locks, shared.queue, shared.notifier
     else:
         locks = MemoryLockTable()
@@ -268,24 +240,8 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         schedules=schedules,
     )
     notifier.subscribe(followers.on_commit)
-    activity.add_probe(lambda: f"{n} {STEPS_DUE}" if (n := queue.ready()) else None)
-    activity.add_probe(lambda: TIMERS_DUE if timers.has_due() else None)
-    if store is not None:
-        activity.add_probe(lambda: f"{n} {TRIMS}" if (n := store.trims_running()) else None)
-        activity.add_probe(
-            lambda: f"{n} {STEP_WRITES}" if (n := streams.step_writes_pending()) else None
-        )
-    retention = None
-    if config.retention is not None:
-        retention = Retention(
-            committer=committer,
-            blobs=blobs,
-            timers=timers,
-            activity=activity,
-            clock=clock,
-            retention_seconds=config.retention.total_seconds(),
-            interval_seconds=config.retention_check_interval.total_seconds(),
-        )
+    _add_probes(activity, queue, timers, store, streams)
+    retention = _retention(config, committer, blobs, timers, activity)
     flows = FlowQueries(
         registry=registry,
         database=database,
@@ -347,4 +303,92 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         retention=retention,
         followers=followers,
         shared=shared,
+    )
+
+
+def _open_database(
+    config: EngineConfig, committed: CommittedState, process_id: str
+) -> SQLiteDatabase | PostgresDatabase:
+    """Open the database ``config`` names, its commits reported to the committed-state copy
+    and the telemetry."""
+    return open_database(
+        DatabaseSettings(
+            url=config.database_url,
+            sqlite_synchronous=config.sqlite_synchronous,
+            max_batch=config.max_commit_batch,
+            pool_size=config.database_pool_size,
+            timeouts=PostgresTimeouts(
+                connect=config.database_connect_timeout,
+                pool=config.database_pool_timeout,
+                statement=config.database_statement_timeout,
+                lock=config.database_lock_timeout,
+            ),
+            on_batch=config.telemetry.commit_batch,
+            on_committed=committed.committed,
+            on_committing=committed.committing,
+            on_settled=committed.settled,
+        ),
+        claimant=process_id,
+    )
+
+
+def _multiprocess_parts(
+    opened: SQLiteDatabase | PostgresDatabase,
+    process_id: str,
+    registry: Registry,
+    timers: ClockTimers,
+    activity: Activity,
+    config: EngineConfig,
+) -> SharedParts | None:
+    """Return the parts that coordinate several processes through a PostgreSQL database
+    (locks, Step queue, notices, leases), or None on SQLite, where one process serves it."""
+    if not isinstance(opened, PostgresDatabase):
+        return None
+    return shared_parts(
+        database=opened,
+        process_id=process_id,
+        registry=registry,
+        timers=timers,
+        clock=config.clock,
+        activity=activity,
+        lease_seconds=config.lease_seconds,
+        poll_seconds=config.poll_seconds,
+    )
+
+
+def _add_probes(
+    activity: Activity,
+    queue: StepQueue,
+    timers: ClockTimers,
+    store: StreamStore | None,
+    streams: StreamService,
+) -> None:
+    """Tell ``activity`` how to name the work in hand (what ``settle`` waits for)."""
+    activity.add_probe(lambda: f"{n} {STEPS_DUE}" if (n := queue.ready()) else None)
+    activity.add_probe(lambda: TIMERS_DUE if timers.has_due() else None)
+    if store is not None:
+        activity.add_probe(lambda: f"{n} {TRIMS}" if (n := store.trims_running()) else None)
+        activity.add_probe(
+            lambda: f"{n} {STEP_WRITES}" if (n := streams.step_writes_pending()) else None
+        )
+
+
+def _retention(
+    config: EngineConfig,
+    committer: Committer,
+    blobs: FileBlobStore,
+    timers: ClockTimers,
+    activity: Activity,
+) -> Retention | None:
+    """Return the purge of closed runs past ``config.retention``, or None when it is off."""
+    if config.retention is None:
+        return None
+    return Retention(
+        committer=committer,
+        blobs=blobs,
+        timers=timers,
+        activity=activity,
+        clock=config.clock,
+        retention_seconds=config.retention.total_seconds(),
+        interval_seconds=config.retention_check_interval.total_seconds(),
     )
