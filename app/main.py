@@ -6,8 +6,8 @@ import dataclasses
 import importlib
 import os
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -154,6 +154,56 @@ def create_app(
     chosen_registry = registry
 
     remote_url = settings.remote_url
+    app = FastAPI(
+        # dexlite reports through its own /metrics and logs; FastAPI's OpenTelemetry hooks would
+        # look up the global providers on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
+        dependencies=[Depends(check_parameters)],
+        title="dexlite",
+        # Served offline by install_api_docs: FastAPI's pages load their scripts from a CDN.
+        docs_url=None,
+        redoc_url=None,
+        version=VERSION,
+        summary="A durable flow engine: Flows, Steps, Attributes, RPCs and locks over REST.",
+        lifespan=_lifespan(settings, chosen_registry, config),
+    )
+    app.state.settings = settings
+    app.state.engine = None
+    app.state.client = None
+    app.state.metrics = metrics
+    app.state.limits = _limits_of(settings)
+    install_error_handlers(app)
+    if remote_url is None:
+        for api in (flows, state, channels, streams, search, travel, schedules, meta):
+            app.include_router(api.router)
+    else:
+        app.include_router(front_end.router)
+    app.include_router(problems.router)
+    for router in routers:
+        app.include_router(router)
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse("/playground/")
+
+    if PLAYGROUND_DIR.is_dir():
+        app.mount(
+            "/playground", StaticFiles(directory=PLAYGROUND_DIR, html=True), name="playground"
+        )
+
+    install_openapi(app)
+    install_api_docs(app, "dexlite")
+
+    _add_middleware(app, settings, metrics)
+    return app
+
+
+def _lifespan(
+    settings: Settings, chosen_registry: engine.Registry, config: engine.EngineConfig
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Return the app's lifespan: an Engine over ``chosen_registry`` for as long as the app
+    runs, or, in a front end (``remote_url``), a Client of the dexlite server that runs it."""
+    remote_url = settings.remote_url
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -181,24 +231,12 @@ def create_app(
             app.state.client = None
             await eng.close()
 
-    app = FastAPI(
-        # dexlite reports through its own /metrics and logs; FastAPI's OpenTelemetry hooks would
-        # look up the global providers on every request.
-        telemetry={"tracing": False, "metrics": False, "logs": False},
-        dependencies=[Depends(check_parameters)],
-        title="dexlite",
-        # Served offline by install_api_docs: FastAPI's pages load their scripts from a CDN.
-        docs_url=None,
-        redoc_url=None,
-        version=VERSION,
-        summary="A durable flow engine: Flows, Steps, Attributes, RPCs and locks over REST.",
-        lifespan=lifespan,
-    )
-    app.state.settings = settings
-    app.state.engine = None
-    app.state.client = None
-    app.state.metrics = metrics
-    app.state.limits = Limits(
+    return lifespan
+
+
+def _limits_of(settings: Settings) -> Limits:
+    """Return the request limits the settings choose."""
+    return Limits(
         max_id_length=settings.max_id_length,
         max_value_bytes=settings.max_value_bytes,
         max_query_length=settings.max_query_length,
@@ -207,28 +245,10 @@ def create_app(
         max_page_size=settings.max_page_size,
         max_wait_seconds=settings.max_wait_seconds,
     )
-    install_error_handlers(app)
-    if remote_url is None:
-        for api in (flows, state, channels, streams, search, travel, schedules, meta):
-            app.include_router(api.router)
-    else:
-        app.include_router(front_end.router)
-    app.include_router(problems.router)
-    for router in routers:
-        app.include_router(router)
 
-    @app.get("/", include_in_schema=False)
-    async def root() -> RedirectResponse:
-        return RedirectResponse("/playground/")
 
-    if PLAYGROUND_DIR.is_dir():
-        app.mount(
-            "/playground", StaticFiles(directory=PLAYGROUND_DIR, html=True), name="playground"
-        )
-
-    install_openapi(app)
-    install_api_docs(app, "dexlite")
-
+def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
+    """Wrap the app in its middleware; the last added runs first on a request."""
     # Innermost: it stands in for FastAPI's routing, not for the middleware around it.
     app.add_middleware(FastPath, fastapi_app=app, enabled=settings.fast_path)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_bytes)
@@ -244,4 +264,3 @@ def create_app(
             allow_methods=["*"],
             allow_headers=["*"],
         )
-    return app
