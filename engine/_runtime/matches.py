@@ -20,6 +20,7 @@ from engine._ids import check_id
 from engine._limits import check_wait_seconds
 from engine._runtime.ports import Database
 from engine._runtime.snapshots import Snapshots
+from engine._specs import FlowSpec
 from engine._storage import reads
 from engine._storage.records import AttributeWrite, LoadPlan
 from engine.attribute import _State, check_instance_key
@@ -145,38 +146,8 @@ class AttributeMatches:
         run = await reads.load_run(self._database, flow_id)
         if run is None or not run.is_running:
             raise _not_active(flow_id)
-        spec = self._registry.spec(run.flow_type)
-        state = spec.state(name)
-        if state is None:
-            raise InvalidArgumentError(
-                f"Flow type {spec.flow_type} declares no Attribute or AttributeMap named {name!r}",
-                field="name",
-            )
-        if state.hard_delete_on_null:
-            raise InvalidArgumentError(
-                f"{name!r} is a hard-delete Attribute; WaitForAttributeMatch rejects it",
-                field="name",
-            )
-        if state.is_map:
-            instance = check_instance_key(instance, "instance")
-        elif instance not in (None, ""):
-            raise InvalidArgumentError(
-                f"{name!r} is an Attribute, not an AttributeMap; omit instance", field="instance"
-            )
-        if op in _ORDERED:
-            numeric = state.value_type in _NUMERIC_TYPES or state.value_type in _LOOSE_TYPES
-            if not numeric or _kind(value) != "number":
-                raise InvalidArgumentError(
-                    f"{op.value} compares int and double values only; {name!r} holds "
-                    f"{getattr(state.value_type, '__name__', state.value_type)} and value is "
-                    f"{_kind(value)}",
-                    field="operator",
-                )
-        # Ordered operators compare numbers as numbers (count > 9.5 is meaningful for an int);
-        # EQ and NE compare with the value read as the Attribute's type.
-        loose = op in _ORDERED or state.value_type in _LOOSE_TYPES
-        target = (
-            value if loose else _codec.validate_client_value(state.value_type, value, what="value")
+        state, instance, target = _checked_target(
+            self._registry.spec(run.flow_type), name, instance, op, value
         )
         key = (name, instance or "")
         waiter = _Waiter(
@@ -207,6 +178,45 @@ class AttributeMatches:
             return AttributeMatch(True, json.loads(text))
         finally:
             self.remove(run.run_id, waiter)
+
+
+def _checked_target(
+    spec: FlowSpec, name: str, instance: str | None, op: MatchOperator, value: Any
+) -> tuple[_State[Any], str | None, Any]:
+    """Check a match against the Flow type's declaration of ``name``; return that state, the
+    instance key, and the value to compare with (read as the Attribute's type for EQ and NE).
+    """
+    state = spec.state(name)
+    if state is None:
+        raise InvalidArgumentError(
+            f"Flow type {spec.flow_type} declares no Attribute or AttributeMap named {name!r}",
+            field="name",
+        )
+    if state.hard_delete_on_null:
+        raise InvalidArgumentError(
+            f"{name!r} is a hard-delete Attribute; WaitForAttributeMatch rejects it",
+            field="name",
+        )
+    if state.is_map:
+        instance = check_instance_key(instance, "instance")
+    elif instance not in (None, ""):
+        raise InvalidArgumentError(
+            f"{name!r} is an Attribute, not an AttributeMap; omit instance", field="instance"
+        )
+    if op in _ORDERED:
+        numeric = state.value_type in _NUMERIC_TYPES or state.value_type in _LOOSE_TYPES
+        if not numeric or _kind(value) != "number":
+            raise InvalidArgumentError(
+                f"{op.value} compares int and double values only; {name!r} holds "
+                f"{getattr(state.value_type, '__name__', state.value_type)} and value is "
+                f"{_kind(value)}",
+                field="operator",
+            )
+    # Ordered operators compare numbers as numbers (count > 9.5 is meaningful for an int);
+    # EQ and NE compare with the value read as the Attribute's type.
+    loose = op in _ORDERED or state.value_type in _LOOSE_TYPES
+    target = value if loose else _codec.validate_client_value(state.value_type, value, what="value")
+    return state, instance, target
 
 
 def _not_active(flow_id: str) -> FlowNotActiveOrNotFoundError:
