@@ -1,21 +1,23 @@
 """Edges of the value codec, page tokens and instance keys that property tests found.
 
-Fixed, and kept here so they stay fixed: an edited page token is refused (tokens carry a
+All fixed, and kept here so they stay fixed: an edited page token is refused (tokens carry a
 digest), a token of deeply nested JSON is INVALID_PAGE_TOKEN (not a RecursionError), a string
 with a lone surrogate is refused, a malformed ``{"$bytes": ...}`` marker is INVALID_ARGUMENT,
-and an instance key may not hold control characters.
-
-Still open, each a strict xfail that fails the suite once fixed: a UTC offset with seconds is
-stored to the minute, a ``dict[str, str]`` whose only key is ``$bytes`` reads back as bytes,
-and a declared type that can hold bytes keeps pydantic's lax check.
+an instance key may not hold control characters, a UTC offset with seconds comes back at the
+same instant (written at the nearest whole-minute offset, as RFC 3339 has no seconds there), a
+``dict[str, str]`` whose only key is ``$bytes`` reads back as that dict (the marker means bytes
+only where the declared type may hold bytes), and a declared type that can hold bytes is
+checked as strictly as any other.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import Phase, example, given, settings
@@ -81,9 +83,6 @@ def test_a_token_of_deeply_nested_json_is_an_invalid_page_token(listing: str) ->
     )
 )
 @example(datetime(1900, 1, 1, tzinfo=timezone(timedelta(minutes=19, seconds=32))))
-@pytest.mark.xfail(
-    strict=True, reason="open: the fast JSON path writes UTC offsets to the minute (pre-1900 zones)"
-)
 def test_a_datetime_with_a_utc_offset_in_seconds_comes_back_at_the_same_instant(
     value: datetime,
 ) -> None:
@@ -94,15 +93,81 @@ def test_a_datetime_with_a_utc_offset_in_seconds_comes_back_at_the_same_instant(
 
 @settings(max_examples=50, deadline=None)
 @given(st.binary(max_size=12).map(lambda b: base64.b64encode(b).decode()) | st.text())
-@pytest.mark.xfail(
-    strict=True, reason="open: {'$bytes': ...} is the bytes marker, even as a dict's only key"
-)
 def test_a_dict_whose_only_key_is_the_bytes_marker_reads_back(text: str) -> None:
     """``{"$bytes": "..."}`` is a valid ``dict[str, str]``; reading it back must not turn it
     into bytes (today: a ValidationError or binascii.Error on every read)."""
     value = {BYTES_MARKER: text}
     stored = encode(validate_client_value(dict[str, str], value, what="value"), dict[str, str])
     assert decode(dict[str, str], stored) == value
+
+
+class Stamped(BaseModel):
+    """A model written by pydantic's JSON serializer in one call, with a datetime."""
+
+    n: int
+    at: datetime
+
+
+def test_a_historical_local_time_in_a_model_is_written_at_a_whole_minute_offset() -> None:
+    """Amsterdam's +00:19:32 is written as the same instant at +00:20 (RFC 3339 offsets have
+    no seconds), and reads back equal; the value written is not changed."""
+    at = datetime(1900, 1, 1, 12, tzinfo=ZoneInfo("Europe/Amsterdam"))
+    value = [Stamped(n=1, at=datetime(2025, 1, 1, tzinfo=UTC)), Stamped(n=2, at=at)]
+    stored = encode(value, list[Stamped])
+    assert '"1900-01-01T12:00:28+00:20"' in stored
+    assert decode(list[Stamped], stored) == value
+    assert value[1].at.tzinfo == ZoneInfo("Europe/Amsterdam")
+
+
+def test_a_datetime_no_whole_minute_offset_can_hold_is_an_invalid_argument() -> None:
+    """At the very end of year 9999, -23:59:59 has no whole-minute neighbour in range."""
+    value = datetime.max.replace(tzinfo=timezone(-timedelta(hours=23, minutes=59, seconds=59)))
+    with pytest.raises(InvalidArgumentError):
+        encode(value, datetime)
+
+
+class Mixed(BaseModel):
+    """A model whose bytes field and dict field may both hold a ``$bytes`` object."""
+
+    data: bytes
+    labels: dict[str, str]
+    anything: Any = None
+
+
+def test_the_bytes_marker_is_bytes_where_the_declared_type_may_hold_bytes_only() -> None:
+    """In one value, the marker is bytes in the bytes field and under Any (as stored before),
+    and stays a dict in the ``dict[str, str]``; a union of both reads a stored marker as bytes,
+    as before."""
+    marker = {BYTES_MARKER: "AA=="}
+    value = Mixed(data=b"\x00", labels=marker, anything=b"\x01")
+    assert decode(Mixed, encode(value, Mixed)) == value
+    stored = '{"data":{"$bytes":"AA=="},"labels":{"$bytes":"AA=="},"anything":{"$bytes":"AQ=="}}'
+    assert decode(Mixed, stored) == value
+    assert validate_client_value(Mixed, json.loads(stored), what="value") == value
+    assert decode(dict[str, str] | bytes, '{"$bytes":"AA=="}') == b"\x00"
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"), [("n", True), ("n", "7"), ("at", 0), ("inner", [{"n": "7", "data": "x"}])]
+)
+def test_a_type_that_holds_bytes_is_checked_strictly_at_any_depth(field: str, bad: Any) -> None:
+    """Bools and numeric strings are not integers, nor numbers datetimes, in a model with bytes
+    or in one nested in it; JSON's own forms (ISO text, text for bytes) still pass."""
+
+    class Inner(BaseModel):
+        n: int
+        data: bytes
+
+    class Outer(BaseModel):
+        n: int
+        data: bytes
+        at: datetime | None = None
+        inner: list[Inner] = []
+
+    good = {"n": 1, "data": {BYTES_MARKER: "AA=="}, "at": "2025-01-01T00:00:00Z"}
+    assert validate_client_value(Outer, {**good, "inner": [{"n": 2, "data": "x"}]}, what="v")
+    with pytest.raises(InvalidArgumentError):
+        validate_client_value(Outer, {**good, field: bad}, what="v")
 
 
 @settings(max_examples=50, deadline=None)
@@ -151,9 +216,6 @@ class Upload(BaseModel):
 
 @settings(max_examples=50, deadline=None)
 @given(st.booleans() | st.integers(-(2**63), 2**63 - 1).map(str))
-@pytest.mark.xfail(
-    strict=True, reason="open: a type that can hold bytes keeps pydantic's lax check (_codec)"
-)
 def test_bools_and_numeric_strings_are_not_integers_in_a_type_that_holds_bytes(bad: Any) -> None:
     """``true`` or ``"7"`` for an int field is refused even when another field is bytes
     (today such types keep pydantic's lax check, which converts them)."""
@@ -203,8 +265,6 @@ def test_plain_types_written_by_pydantic_in_one_call_read_back_as_the_general_wa
     """A list of models of strings, integers and datetimes is written by pydantic's JSON
     serializer in one call; its JSON is the same data the general walk writes (text as UTF-8
     rather than escapes), and it reads back equal."""
-    import json
-
     from engine._codec import _direct_json, adapter_for, to_jsonable
 
     value_type = list[_Record]
