@@ -11,10 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.browser.watch import forget, watch
 from tests.server import ServerProcess
+
+# Assertions poll until this bound; on a loaded 2-core machine 5 s (the default) was too short.
+expect.set_options(timeout=15_000)
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Keep Chromium quiet and offline: the page must need nothing beyond the app.
@@ -72,7 +75,9 @@ def _open_page(
         viewport=viewport,  # type: ignore[arg-type]
         color_scheme=color_scheme,  # type: ignore[arg-type]
     )
-    context.set_default_timeout(5_000)
+    # An upper bound, not a wait: on a 2-core CI machine running four workers a Swagger UI
+    # click's hash navigation took over 5 s to settle.
+    context.set_default_timeout(15_000)
     page = context.new_page()
     # An uncaught exception in the page's modules, a console error, a failed request or an
     # error answer the test did not provoke fails the test even when the assertions passed.
