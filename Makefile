@@ -80,13 +80,13 @@ bench-memory: $(STAMP)
 SOAK_MINUTES ?= 10
 
 soak: $(STAMP)
-	$(PY) -m bench.soak --minutes $(SOAK_MINUTES)
+	$(PY) -m soak --minutes $(SOAK_MINUTES)
 
 openapi: install
 	$(VENV)/bin/dexlite openapi --output openapi.json
 
 lint: install
-	$(VENV)/bin/ruff check engine app patterns tests bench
+	$(VENV)/bin/ruff check engine app patterns tests bench soak
 	$(VENV)/bin/mypy
 
 clean:

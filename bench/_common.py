@@ -9,26 +9,22 @@ import json
 import os
 import platform
 import shutil
-import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.server import ServerProcess as Server
+
 REPO = Path(__file__).resolve().parent.parent
 BENCH_DIR = Path(__file__).resolve().parent
 LUA_DIR = BENCH_DIR / "lua"
-SERVER_START_TIMEOUT = 60.0
-SERVER_STOP_TIMEOUT = 15.0
 
 
 # -- machine ----------------------------------------------------------------------------------
@@ -139,13 +135,6 @@ def heading(title: str) -> None:
 # -- servers ----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago (bind to port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def temp_dir(prefix: str) -> Iterator[Path]:
     """Yield a temporary directory removed afterwards."""
@@ -167,95 +156,22 @@ def dexlite_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-@dataclass
-class Server:
-    """A uvicorn process this run started."""
-
-    process: subprocess.Popen[bytes]
-    port: int
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        """Return the base URL."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def log_tail(self, lines: int = 30) -> str:
-        """Return the end of the server's output."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
 @contextlib.contextmanager
 def server(
     factory: str, env: Mapping[str, str], log_dir: Path, ready_path: str = "/healthz"
 ) -> Iterator[Server]:
-    """Start ``uvicorn --factory <factory>`` on a free 127.0.0.1 port; always stop it.
+    """Start ``uvicorn --factory <factory>`` on a free 127.0.0.1 port with the environment
+    ``env`` and warning-level logs, output in ``log_dir``; always stop it.
 
-    The server is the venv's (this) interpreter running uvicorn with warning-level logs.
+    The tests' own harness (``tests.server.ServerProcess``) runs it, in a session of its own
+    so that a Ctrl-C of the bench reaches the bench, which then stops its servers.
     """
-    port = free_port()
-    log_path = log_dir / f"server-{port}.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "--factory",
-        factory,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            cmd,
-            cwd=REPO,
-            env=dict(env),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    srv = Server(process, port, log_path)
+    srv = Server(log_dir, factory, base_env=env, ready_path=ready_path, own_session=True)
+    srv.start()
     try:
-        _wait_ready(srv, ready_path)
         yield srv
     finally:
-        stop_server(srv)
-
-
-def _wait_ready(srv: Server, path: str) -> None:
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    with httpx.Client(timeout=2.0) as client:
-        while time.monotonic() < deadline:
-            if srv.process.poll() is not None:
-                raise RuntimeError(
-                    f"server exited with {srv.process.returncode}:\n{srv.log_tail()}"
-                )
-            with contextlib.suppress(httpx.TransportError):
-                if client.get(srv.url + path).status_code == 200:
-                    return
-            time.sleep(0.1)
-    raise RuntimeError(f"server not ready within {SERVER_START_TIMEOUT:g} s:\n{srv.log_tail()}")
-
-
-def stop_server(srv: Server) -> None:
-    """Stop the server this run started: SIGINT for a graceful shutdown, then SIGKILL."""
-    process = srv.process
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        process.send_signal(signal.SIGINT)
-    try:
-        process.wait(SERVER_STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        process.wait(SERVER_STOP_TIMEOUT)
+        srv.stop()
 
 
 def start_flows(url: str, flow_type: str, flow_ids: Sequence[str], parallel: int = 16) -> None:

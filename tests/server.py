@@ -1,8 +1,11 @@
-"""A real dexlite server in a subprocess, for tests that need a process to kill or a browser.
+"""A real dexlite server in a subprocess, for tests that need a process to kill or a browser,
+and for the bench's loads.
 
 Every subprocess test starts its server through :class:`ServerProcess`: a free port, its own
 database and blob directory, only the settings the test gives (a developer's ``DEXLITE_*``
-variables do not leak in), output captured in a log file the failure message quotes.
+variables do not leak in), output captured in a log file the failure message quotes. The bench
+(``bench._common.server``) starts its servers through the same class with an environment of its
+own (``base_env``).
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 
-from tests.support.backends import database_url_for
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +49,9 @@ class ServerProcess:
         *,
         log_level: str = "warning",
         serve: bool = False,
+        base_env: Mapping[str, str] | None = None,
+        ready_path: str = "/readyz",
+        own_session: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.factory = factory
@@ -53,6 +59,14 @@ class ServerProcess:
         #: instead of uvicorn on ``factory``.
         self.serve = serve
         self.extra_env = env or {}
+        #: The server's whole environment as given (the bench's, with its own database); None:
+        #: this process's without its DEXLITE_* variables, over the test's database.
+        self.base_env = base_env
+        #: The path that answers 200 once the server is ready to serve.
+        self.ready_path = ready_path
+        #: Start the server in a session of its own, out of reach of a Ctrl-C in the terminal
+        #: (the bench stops its servers itself); tests leave it in theirs.
+        self.own_session = own_session
         self.log_level = log_level
         self.port = free_port()
         self.log_path = data_dir / f"server-{self.port}.log"
@@ -67,8 +81,16 @@ class ServerProcess:
         """Return what the server printed so far."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def start(self) -> ServerProcess:
-        """Start the server and return once /readyz answers 200 (recovery has finished)."""
+    def log_tail(self, lines: int = 30) -> str:
+        """Return the last ``lines`` lines the server printed."""
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def _environment(self) -> dict[str, str]:
+        if self.base_env is not None:
+            return {**self.base_env, **self.extra_env}
+        # Imported here: the bench, which gives its own environment, needs no test backend.
+        from tests.support.backends import database_url_for
+
         env = {k: v for k, v in os.environ.items() if not k.startswith("DEXLITE_")}
         env.update(
             DEXLITE_DATABASE_URL=database_url_for(self.data_dir),
@@ -80,14 +102,20 @@ class ServerProcess:
             DEXLITE_POLL_SECONDS=str(TEST_POLL_SECONDS),
             **self.extra_env,
         )
+        return env
+
+    def start(self) -> ServerProcess:
+        """Start the server and return once its ready path (/readyz: recovery has finished)
+        answers 200."""
         with self.log_path.open("ab") as log:
             # sys.executable is the venv's python, so the server runs the code under test.
             self.process = subprocess.Popen(
                 self._command(),
                 cwd=ROOT,
-                env=env,
+                env=self._environment(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                start_new_session=self.own_session,
             )
         try:
             wait_until(self._ready, within=STARTUP_SECONDS, interval=0.05, what="the server start")
@@ -113,7 +141,7 @@ class ServerProcess:
         if self.process.poll() is not None:
             raise RuntimeError(f"server exited ({self.process.returncode}):\n{self.log_text()}")
         try:
-            return httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200
+            return httpx.get(f"{self.url}{self.ready_path}", timeout=1).status_code == 200
         except httpx.TransportError:
             return False
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._soak_load import MIX
+from soak.load import MIX
 from tests.support.backends import backend_independent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,13 +21,13 @@ OPERATION_FIELDS = {"sent", "ok", "refused", "per_second", "p50_ms", "p99_ms"}
 @backend_independent("the soak starts its own server on a fresh SQLite file")
 @pytest.mark.timeout(240)
 def test_a_five_second_soak_passes_and_writes_its_summary(tmp_path: Path) -> None:
-    """``python -m bench.soak --seconds 5`` exits 0 and its JSON holds every operation kind,
+    """``python -m soak --seconds 5`` exits 0 and its JSON holds every operation kind,
     the error counts, the checks of every acknowledged write and the server's RSS."""
     output = tmp_path / "soak.json"
     # The developer's DEXLITE_* settings must not reach the soak's server.
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEXLITE_")}
     done = subprocess.run(
-        [sys.executable, "-m", "bench.soak", "--seconds", "5", "--workers", "4"]
+        [sys.executable, "-m", "soak", "--seconds", "5", "--workers", "4"]
         + ["--output", str(output)],
         cwd=ROOT,
         env=env,

@@ -11,7 +11,7 @@ from tests.support.backends import backend_independent
 pytestmark = backend_independent("lint and types")
 
 ROOT = Path(__file__).resolve().parents[2]
-PATHS = ["engine", "app", "patterns", "tests", "bench"]
+PATHS = ["engine", "app", "patterns", "tests", "bench", "soak"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

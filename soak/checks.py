@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from bench._soak_load import API, Ledger
+from soak.load import API, Ledger
 
 HANDLED_KEPT = 100  # ChannelFlow keeps the last 100 handled values
 

@@ -1,4 +1,4 @@
-"""Soak test: ``python -m bench.soak --minutes 10`` (``make soak``).
+"""Soak test: ``python -m soak --minutes 10`` (``make soak``).
 
 One server (the bundled examples, SQLite with its default ``synchronous=FULL``, a fresh
 database, 127.0.0.1 only) takes a mixed load from asyncio workers for the given time: Flow
@@ -10,7 +10,7 @@ acknowledged start is there, that each counter equals its acknowledged increment
 and that each Channel holds exactly the published messages not moved (and the moved ones were
 consumed). It fails (exit 1) on any answer outside 2xx except those 409s and 429, on any
 transport error, on a failed check, or when the server's resident memory passed the bound.
-The summary is printed and saved to ``bench/results/soak.json``.
+The summary is printed and saved to ``soak/results/soak.json``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any
 import httpx
 
 from bench._common import dexlite_env, machine, percentile, server, temp_dir
-from bench._soak_checks import check_channels, check_counters, check_starts
-from bench._soak_load import API, MIX, Ledger, Load, allowed, rss_mb, sample_rss
+from soak.checks import check_channels, check_counters, check_starts
+from soak.load import API, MIX, Ledger, Load, allowed, rss_mb, sample_rss
 
 RESULTS = Path(__file__).resolve().parent / "results" / "soak.json"
 
@@ -181,7 +181,7 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the soak; exit 1 when an unexpected error, a failed check or the RSS bound occurred."""
-    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m soak", description=__doc__)
     parser.add_argument("--minutes", type=float, default=10.0, help="load duration (default 10)")
     parser.add_argument("--seconds", type=float, help="load duration in seconds (overrides)")
     parser.add_argument("--workers", type=int, default=16, help="concurrent workers")
