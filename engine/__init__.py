@@ -118,7 +118,7 @@ from engine.travel import (
     TravelPoint,
     TravelPointKind,
 )
-from engine.values import to_json_data
+from engine.values import from_json_data, to_json_data, validate_value
 from engine.wait import Wait, WaitMode
 
 __all__ = [
@@ -238,11 +238,13 @@ __all__ = [
     "dead_end",
     "force_complete",
     "force_fail",
+    "from_json_data",
     "go_to",
     "go_to_many",
     "graceful_complete",
     "rpc",
     "to_json_data",
+    "validate_value",
 ]
 
 

@@ -441,12 +441,33 @@ def decode(value_type: Any, text: str) -> Any:
     A ``{"$bytes": ...}`` object is bytes where the declared type may hold bytes at its place,
     and an object like any other elsewhere (a ``dict[str, str]`` may have that key).
     """
-    if value_type is not Any and value_type is not object and BYTES_MARKER not in text:
-        # No bytes inside: pydantic parses and validates in one pass, in Rust.
-        return adapter_for(value_type).validate_json(text)
     if value_type is Any or value_type is object:
         return from_jsonable(json.loads(text))
+    return _decode_typed(value_type, text, _UNPARSED)
+
+
+def decode_data(value_type: Any, data: Any) -> Any:
+    """Return parsed JSON data (a value the REST API answered, say) as a value of
+    ``value_type``, exactly as ``decode`` reads the same data as text."""
+    if value_type is Any or value_type is object:
+        return from_jsonable(data)
+    # Through its text, pydantic reads it in JSON mode as decode does: Python mode converts
+    # some values otherwise. The text also tells cheaply whether a marker is anywhere.
+    return _decode_typed(value_type, json.dumps(data, separators=(",", ":")), data)
+
+
+#: ``_decode_typed``'s data when only the text is at hand (null is data like any other).
+_UNPARSED: Any = object()
+
+
+def _decode_typed(value_type: Any, text: str, data: Any) -> Any:
+    """Read the JSON ``text`` (whose parsed form is ``data``, unless ``_UNPARSED``) as a value
+    of a declared ``value_type`` other than Any."""
+    if BYTES_MARKER not in text:
+        # No bytes inside: pydantic parses and validates in one pass, in Rust.
+        return adapter_for(value_type).validate_json(text)
     read = _marker_reader(value_type)
     if read is None:  # no place may hold bytes: the marker is an object like any other
         return adapter_for(value_type).validate_json(text)
-    return adapter_for(value_type).validate_python(read(json.loads(text)))
+    parsed = json.loads(text) if data is _UNPARSED else data
+    return adapter_for(value_type).validate_python(read(parsed))

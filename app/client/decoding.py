@@ -2,58 +2,22 @@
 
 Values cross the wire as the JSON data :func:`engine.to_json_data` makes (bytes as
 ``{"$bytes": "<base64>"}``, datetimes as ISO text); with a declared type they are validated
-the way the engine validates a client's value and decoded the way it decodes a stored one.
+by :func:`engine.validate_value` and read by :func:`engine.from_json_data`, the engine's own
+codec, so the same declared type and data give the same value (or error) as in process.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Any
-
-from pydantic import TypeAdapter, ValidationError
 
 import engine
 
-BYTES_MARKER = "$bytes"
-
-
-@lru_cache(maxsize=1024)
-def _adapter(value_type: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(value_type)
-
-
-@lru_cache(maxsize=1024)
-def _may_hold_bytes(value_type: Any) -> bool:
-    """Return True unless values of ``value_type`` surely never hold bytes."""
-    try:
-        return "'bytes'" in repr(_adapter(value_type).core_schema)
-    except Exception:
-        return True
-
-
-def _untyped(value_type: Any) -> bool:
-    return value_type is Any or value_type is object
-
 
 def from_json_data(data: Any) -> Any:
-    """Return JSON data with every bytes marker turned back into bytes."""
-    if isinstance(data, dict):
-        if len(data) == 1 and isinstance(data.get(BYTES_MARKER), str):
-            text = data[BYTES_MARKER]
-            try:
-                return base64.b64decode(text, validate=True)
-            except (binascii.Error, ValueError):
-                raise engine.InvalidArgumentError(
-                    f"{{{BYTES_MARKER!r}: ...}} must hold base64 text"
-                ) from None
-        return {k: from_json_data(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [from_json_data(v) for v in data]
-    return data
+    """Return untyped JSON data with every bytes marker turned back into bytes (as the engine
+    reads a value of type ``Any``)."""
+    return engine.from_json_data(data)
 
 
 def validate_value(value_type: Any, value: Any, *, what: str) -> Any:
@@ -63,37 +27,13 @@ def validate_value(value_type: Any, value: Any, *, what: str) -> Any:
     the type's JSON Schema allows (``true`` is not an integer), as the server would judge it.
     Raises InvalidArgumentError naming ``what`` (the field the engine names).
     """
-    if _untyped(value_type):
-        return engine.to_json_data(value)
-    adapter = _adapter(value_type)
-    try:
-        try:
-            valid = adapter.validate_python(value, strict=True)
-        except ValidationError:
-            if _may_hold_bytes(value_type):
-                valid = adapter.validate_python(from_json_data(value))
-            else:
-                text = json.dumps(engine.to_json_data(value), separators=(",", ":"))
-                valid = adapter.validate_json(text, strict=True)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        suffix = f" at {where}" if where else ""
-        raise engine.InvalidArgumentError(
-            f"{what}: {first.get('msg', 'invalid value')}{suffix}", field=what
-        ) from None
-    return engine.to_json_data(valid)
+    return engine.to_json_data(engine.validate_value(value, value_type, what=what))
 
 
 def decode_value(value_type: Any, data: Any) -> Any:
-    """Return JSON data from the server as a value of ``value_type`` (JSON data for Any)."""
-    if data is None or _untyped(value_type):
-        return from_json_data(data)
-    text = json.dumps(data, separators=(",", ":"))
-    if BYTES_MARKER not in text:
-        # The engine's own stored-value path: pydantic reads JSON in lax mode.
-        return _adapter(value_type).validate_json(text)
-    return _adapter(value_type).validate_python(from_json_data(data))
+    """Return JSON data from the server as a value of ``value_type`` (JSON data for Any, with
+    bytes markers read), as the engine decodes the stored value in process."""
+    return engine.from_json_data(data, value_type)
 
 
 def parse_time(text: Any) -> datetime:
