@@ -53,3 +53,17 @@ class EngineConfig:
     #: Keep each run's change log (what time travel and as-of reads restore) for the Flow types
     #: that do not opt out (``Flow.keep_change_log``); False keeps none, for any run started.
     change_log: bool = True
+    # The SQLite accelerations' off switches (docs/guides/benchmarks.md lists each one's
+    # measured gain). Each keeps behaviour; off, it only shows what the acceleration buys.
+    #: SQLite: short reads (a run, a snapshot) on the event loop's own connection; False sends
+    #: every read to a reader thread.
+    reads_on_loop: bool = True
+    #: SQLite: hot statements compiled once and run on the driver's cursor; False runs them
+    #: through SQLAlchemy's ``Connection.execute``.
+    prepared_statements: bool = True
+    #: SQLite: an RPC's locks pass to the next holder as its commit is queued (the next holder
+    #: reads the handed-off writes); False releases them once the commit ended.
+    early_lock_release: bool = True
+    #: Immutable values an invocation wrote go to the next holder of its locks as objects;
+    #: False makes every reader decode the stored text.
+    value_hand_on: bool = True

@@ -53,8 +53,11 @@ class Committer:
         *,
         writer: OrderedWriter | None = None,
         statements: StatementWriter | None = None,
+        early_release: bool = True,
     ) -> None:
         self._telemetry = telemetry or Telemetry()
+        #: Whether locked units may release their locks as they are queued (see ``locked``).
+        self._early_release = early_release
         self._database = database
         #: The database's one writer, when it has one (SQLite): units handed to it commit in
         #: the order they were handed over.
@@ -95,7 +98,7 @@ class Committer:
                 run=hand_off.run,
             )[1]
 
-        early = hand_off is not None and self._writer is not None
+        early = hand_off is not None and self._writer is not None and self._early_release
         statement = None
         if one_statement is not None and self._statements is not None:
             statement = partial(self._commit_statement, self._statements, one_statement)

@@ -178,10 +178,14 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         config.telemetry,
         writer=writer,
         statements=opened if isinstance(opened, PostgresDatabase) else None,
+        early_release=config.early_lock_release,
     )
     # Only the database's one writer sees every commit: on PostgreSQL others commit too.
     snapshots = Snapshots(
-        database, blobs, committed if shared is None and config.state_cache_bytes > 0 else None
+        database,
+        blobs,
+        committed if shared is None and config.state_cache_bytes > 0 else None,
+        hand_on=config.value_hand_on,
     )
     store = stream_store(config.streams, clock, config.database_url, activity.touch)
     streams = StreamService(registry, config.streams, clock, store, activity.touch)
@@ -327,6 +331,8 @@ def _open_database(
             on_committed=committed.committed,
             on_committing=committed.committing,
             on_settled=committed.settled,
+            reads_on_loop=config.reads_on_loop,
+            prepared_statements=config.prepared_statements,
         ),
         claimant=process_id,
     )

@@ -26,9 +26,17 @@ class Snapshots:
     """Reads committed state for handlers and clients, resolving hard-delete values."""
 
     def __init__(
-        self, database: Database, blobs: BlobStore, committed: CommittedState | None = None
+        self,
+        database: Database,
+        blobs: BlobStore,
+        committed: CommittedState | None = None,
+        *,
+        hand_on: bool = True,
     ) -> None:
         self._database = database
+        #: Whether values handed on with an earlier invocation's writes are used as they are
+        #: (see ``engine._sharing``), rather than decoded again from their text.
+        self._hand_on = hand_on
         self._blobs = blobs
         #: Copies of committed state, when this process is the database's only writer.
         self._committed = committed
@@ -107,7 +115,7 @@ class Snapshots:
         if plan is not None:
             shared = shared_keys(spec, snapshot, plan)
             shared += await self.shared_instances(spec, snapshot, plan)
-        handed = _handed_on(spec, snapshot)
+        handed = _handed_on(spec, snapshot) if self._hand_on else {}
         for (name, instance), text in (await self.texts(snapshot, shared, handed)).items():
             state = spec.states.get(name)
             if state is not None:

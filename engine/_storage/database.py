@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine._storage.outage import PostgresTimeouts, unavailable
 from engine._storage.postgres import PostgresDatabase
+from engine._storage.prepared import through_sqlalchemy
 from engine._storage.sqlite_writer import CommitUnit, SQLiteWriter, is_busy, resolve
 from engine.errors import FailedPreconditionError, InvalidArgumentError
 
@@ -63,6 +64,10 @@ class DatabaseSettings:
     #: database may already see what those units wrote.
     on_committing: Callable[[list[Any] | None], None] | None = None
     on_settled: Callable[[], None] | None = None
+    #: SQLite: short reads on the event loop's connection (False: on reader threads).
+    reads_on_loop: bool = True
+    #: SQLite: prepared statements on the driver's cursor (False: through SQLAlchemy).
+    prepared_statements: bool = True
 
 
 class SQLiteDatabase:
@@ -96,6 +101,7 @@ class SQLiteDatabase:
             on_committed=settings.on_committed,
             on_committing=settings.on_committing,
             on_settled=settings.on_settled,
+            prepared_statements=settings.prepared_statements,
         )
 
         def open_writer() -> None:
@@ -133,6 +139,8 @@ class SQLiteDatabase:
 
         event.listen(self.read_engine.sync_engine, "connect", configure_reader)
         event.listen(self._sync_reader, "connect", configure_reader)
+        if not settings.prepared_statements:
+            through_sqlalchemy(self._sync_reader)
         loop_reader = self._sync_reader.connect()
         # The loop must never wait inside SQLite: a read that finds the database busy goes to a
         # reader thread, which may wait (see read).
@@ -176,6 +184,8 @@ class SQLiteDatabase:
         """
         conn = self._loop_reader
         assert conn is not None, "database is not open"
+        if not self.settings.reads_on_loop:
+            return await self.scan(query)
         try:
             return query(conn)
         except (sqlite3.OperationalError, OperationalError) as exc:

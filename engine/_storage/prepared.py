@@ -21,11 +21,12 @@ raises at once (the tests run every prepared statement).
 
 from __future__ import annotations
 
+import weakref
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy.sql import ClauseElement
 
 from engine._storage import pg_direct
@@ -198,8 +199,22 @@ def _announce(conn: Connection, sql: str, parameters: Any, many: bool) -> None:
         conn.dispatch.before_cursor_execute(conn, None, sql, parameters, None, many)
 
 
+#: Dialects (one per SQLAlchemy engine) whose prepared statements go through SQLAlchemy.
+_THROUGH_SQLALCHEMY: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def through_sqlalchemy(engine: Engine) -> None:
+    """Run prepared statements on ``engine``'s connections through ``Connection.execute``,
+    like any other statement: the off switch of this acceleration (the bench measures it)."""
+    _THROUGH_SQLALCHEMY.add(engine.dialect)
+
+
 def _direct(conn: Connection) -> bool:
     """True on the stdlib sqlite3 driver, whose cursor a prepared statement runs on (aiosqlite,
     used by some tools and tests through ``run_sync``, goes through SQLAlchemy)."""
     dialect = conn.dialect
-    return dialect.name == "sqlite" and dialect.driver == "pysqlite"
+    return (
+        dialect.name == "sqlite"
+        and dialect.driver == "pysqlite"
+        and dialect not in _THROUGH_SQLALCHEMY
+    )

@@ -38,6 +38,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
 
 from engine._storage.outage import unavailable
+from engine._storage.prepared import through_sqlalchemy
 from engine._storage.schema import upgrade_sqlite
 
 T = TypeVar("T")
@@ -74,6 +75,7 @@ class SQLiteWriter:
         on_committed: Callable[[Any], None] | None = None,
         on_committing: Callable[[list[Any] | None], None] | None = None,
         on_settled: Callable[[], None] | None = None,
+        prepared_statements: bool = True,
     ) -> None:
         # AUTOCOMMIT hands transaction control to us, so we can say BEGIN IMMEDIATE. The
         # connection is used by the loop and the commit thread, never by both at once.
@@ -83,6 +85,8 @@ class SQLiteWriter:
             poolclass=StaticPool,
             connect_args={"check_same_thread": False},
         )
+        if not prepared_statements:
+            through_sqlalchemy(self._engine)
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout_ms / 1000
         self._max_batch = max_batch
