@@ -1,12 +1,12 @@
 """Limits that keep one request from costing the server more than a request should.
 
-Each limit is a setting (``DEXLITE_MAX_...``), and a request over one gets 400
-INVALID_ARGUMENT whose ``field`` is the parameter at fault and whose ``limit`` names the
-setting, so a client (or its operator) knows what to change (a query over its limits is an
-INVALID_QUERY with a position, like any bad query). The request body as a whole is bounded by
-DEXLITE_MAX_REQUEST_BYTES (413). The bounds the API itself defines (IDs of 256 characters,
-pageSize 1 to 1000, waitSeconds 0 to 60, queries of 4096 characters nesting 16 deep) can
-only be lowered.
+Each limit is a setting (``DEXLITE_LIMITS__MAX_...``, or its flat name ``DEXLITE_MAX_...``),
+and a request over one gets 400 INVALID_ARGUMENT whose ``field`` is the parameter at fault and
+whose ``limit`` names the setting (by its flat name), so a client (or its operator) knows what
+to change (a query over its limits is an INVALID_QUERY with a position, like any bad query).
+The request body as a whole is bounded by DEXLITE_LIMITS__MAX_REQUEST_BYTES (413). The bounds
+the API itself defines (IDs of 256 characters, pageSize 1 to 1000, waitSeconds 0 to 60, queries
+of 4096 characters nesting 16 deep) can only be lowered.
 
 The parameters every route shares (Flow and run IDs, ``name``, ``query``, ``pageSize``,
 ``waitSeconds``) are checked once for all routes by :func:`check_parameters`; values inside
@@ -30,8 +30,10 @@ API_MAX_WAIT_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class Limits:
-    """The limits in force (see the settings of the same names)."""
+    """The limits in force (see the settings of the same names); ``max_request_bytes`` bounds a
+    request body as a whole (BodyLimitMiddleware), the others what a request may ask for."""
 
+    max_request_bytes: int = 8 * 1024 * 1024
     max_id_length: int = 256
     max_value_bytes: int = 1024 * 1024
     max_query_length: int = 4096

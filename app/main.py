@@ -23,7 +23,7 @@ from app.client import Client
 from app.errors import install_error_handlers
 from app.fast_path import FastPath
 from app.gc_tuning import tune_gc
-from app.limits import Limits, check_parameters
+from app.limits import check_parameters
 from app.logs import RequestIDMiddleware, configure_logging
 from app.metrics import HTTPMetricsMiddleware, Metrics
 from app.middleware import BearerAuthMiddleware, BodyLimitMiddleware
@@ -39,47 +39,23 @@ from app.routes import (
     streams,
     travel,
 )
-from app.settings import Settings
+from app.settings import Settings, engine_fields
 
 PLAYGROUND_DIR = Path(__file__).resolve().parent.parent / "playground"
 VERSION = "0.1.0"
 
 
 def config_from_settings(settings: Settings) -> engine.EngineConfig:
-    """Return the EngineConfig the settings describe."""
+    """Return the EngineConfig the settings describe: the engine settings (those declared with
+    ``engine_setting``, top-level, SQLite and PostgreSQL) by their EngineConfig names, the Stream
+    Store's as a StreamStoreConfig, and the two given in other units."""
     return engine.EngineConfig(
         retention=timedelta(days=settings.retention_days) if settings.retention_days else None,
-        database_url=settings.database_url,
-        blob_dir=settings.blob_dir,
-        step_threads=settings.step_threads,
-        rpc_threads=settings.rpc_threads,
-        sqlite_synchronous=settings.sqlite_synchronous,
-        database_pool_size=settings.database_pool_size,
-        database_connect_timeout=settings.database_connect_timeout,
-        database_pool_timeout=settings.database_pool_timeout,
-        database_statement_timeout=settings.database_statement_timeout,
-        database_lock_timeout=settings.database_lock_timeout,
         default_rpc_timeout=timedelta(seconds=settings.default_rpc_timeout_seconds),
-        transactional_rpcs=settings.transactional_rpcs,
-        lease_seconds=settings.lease_seconds,
-        poll_seconds=settings.poll_seconds,
-        state_cache_bytes=settings.state_cache_bytes,
-        change_log=settings.change_log,
-        streams=engine.StreamStoreConfig(
-            backend=settings.stream_store_backend,
-            redis_url=settings.stream_redis_url,
-            postgres_url=settings.stream_postgres_url,
-            namespace=settings.stream_namespace,
-            default_capacity_bytes=settings.stream_default_capacity_bytes,
-            max_capacity_bytes=settings.stream_max_capacity_bytes,
-            max_message_bytes=settings.stream_max_message_bytes,
-            max_total_bytes=settings.stream_max_total_bytes,
-            message_overhead_bytes=settings.stream_message_overhead_bytes,
-            trim_trigger_ratio=settings.stream_trim_trigger_ratio,
-            trim_target_ratio=settings.stream_trim_target_ratio,
-            trim_workers=settings.stream_trim_workers,
-            max_read_messages=settings.stream_max_read_messages,
-        ),
+        streams=settings.stream.to_config(),
+        **engine_fields(settings),
+        **engine_fields(settings.sqlite),
+        **engine_fields(settings.postgres),
     )
 
 
@@ -171,7 +147,7 @@ def create_app(
     app.state.engine = None
     app.state.client = None
     app.state.metrics = metrics
-    app.state.limits = _limits_of(settings)
+    app.state.limits = settings.limits.to_limits()
     install_error_handlers(app)
     if remote_url is None:
         for api in (flows, state, channels, streams, search, travel, schedules, meta):
@@ -234,24 +210,11 @@ def _lifespan(
     return lifespan
 
 
-def _limits_of(settings: Settings) -> Limits:
-    """Return the request limits the settings choose."""
-    return Limits(
-        max_id_length=settings.max_id_length,
-        max_value_bytes=settings.max_value_bytes,
-        max_query_length=settings.max_query_length,
-        max_query_depth=settings.max_query_depth,
-        max_names_per_read=settings.max_names_per_read,
-        max_page_size=settings.max_page_size,
-        max_wait_seconds=settings.max_wait_seconds,
-    )
-
-
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
     """Wrap the app in its middleware; the last added runs first on a request."""
     # Innermost: it stands in for FastAPI's routing, not for the middleware around it.
     app.add_middleware(FastPath, fastapi_app=app, enabled=settings.fast_path)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_bytes)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_request_bytes)
     if settings.api_token:
         app.add_middleware(BearerAuthMiddleware, token=settings.api_token)
     # Outside the others (but CORS): every answer is timed and has an ID, a 401 included.

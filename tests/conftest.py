@@ -17,7 +17,7 @@ from fastapi import APIRouter, FastAPI
 
 import engine
 from app.main import config_from_settings, create_app
-from app.settings import Settings
+from app.settings import PostgresSettings, Settings, SQLiteSettings
 from tests.server import TEST_LEASE_SECONDS, TEST_POLL_SECONDS
 from tests.support import backends
 from tests.support.flow_clients import SIDES, ServeFlows, served_flows
@@ -91,9 +91,8 @@ def settings(tmp_path: Path, db_url: str) -> Settings:
     return Settings(
         database_url=db_url,
         blob_dir=str(tmp_path / "blobs"),
-        sqlite_synchronous="NORMAL",
-        lease_seconds=TEST_LEASE_SECONDS,
-        poll_seconds=TEST_POLL_SECONDS,
+        sqlite=SQLiteSettings(synchronous="NORMAL"),
+        postgres=PostgresSettings(lease_seconds=TEST_LEASE_SECONDS, poll_seconds=TEST_POLL_SECONDS),
         # The suite starts hundreds of apps in one process: leave its collector alone
         # (tests/api/test_gc_tuning.py checks what the server does with it).
         gc_tuning=False,
@@ -162,10 +161,11 @@ async def api_client(
 
 @pytest.fixture
 def make_client(settings: Settings) -> Callable[..., Any]:
-    """Return a factory of HTTP clients over this test's database."""
+    """Return a factory of HTTP clients over this test's database; keywords change settings
+    (:meth:`Settings.updated`: a group by a dict, ``stream={"max_read_messages": 5}``)."""
 
     def factory(registry: engine.Registry | None = None, **overrides: Any) -> Any:
-        chosen = settings.model_copy(update=overrides) if overrides else settings
+        chosen = settings.updated(**overrides) if overrides else settings
         return api_client(chosen, registry)
 
     return factory
@@ -177,7 +177,7 @@ def make_app(settings: Settings) -> Callable[..., Any]:
 
     ``engine_config`` replaces the EngineConfig the settings describe (see
     :func:`manual_clock_config`); ``routers`` are mounted besides the app's own; other keywords
-    override settings.
+    change settings (:meth:`Settings.updated`).
     """
 
     def factory(
@@ -187,7 +187,7 @@ def make_app(settings: Settings) -> Callable[..., Any]:
         routers: Sequence[APIRouter] = (),
         **overrides: Any,
     ) -> Any:
-        chosen = settings.model_copy(update=overrides) if overrides else settings
+        chosen = settings.updated(**overrides) if overrides else settings
         return served_app(chosen, registry, engine_config=engine_config, routers=routers)
 
     return factory

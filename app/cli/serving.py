@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 import uvicorn
 from pydantic import ValidationError
 
-from app.settings import Settings
+from app.settings import Settings, variable_of
 from engine import EngineError
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -117,7 +117,7 @@ def run_server(host: str | None, port: int | None, *, log_level: str, access_log
         settings = Settings()
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = "DEXLITE_" + str(first["loc"][0]).upper() if first["loc"] else "a setting"
+        name = variable_of(first["loc"]) if first["loc"] else "a setting"
         cannot_start(f"{name}: {first['msg']}")
     host = host or settings.host
     port = port if port is not None else settings.port

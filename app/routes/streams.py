@@ -201,7 +201,7 @@ async def follow_stream(
     server's events limit (60 s by default); EventSource then reconnects by itself.
     """
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + request.app.state.settings.stream_events_max_seconds
+    deadline = loop.time() + request.app.state.settings.stream.events_max_seconds
     yield ServerSentEvent(retry=_RECONNECT_MS, comment="following")
     message, token = follow.first, follow.token
     while True:

@@ -90,14 +90,14 @@ async def _run_row_locked(db_url: str, flow_id: str) -> AsyncIterator[None]:
 @pytest.mark.parametrize(
     ("timeouts", "what"),
     [
-        ({"database_lock_timeout": 0.3, "database_statement_timeout": 30.0}, "lock timeout"),
-        ({"database_lock_timeout": 0.0, "database_statement_timeout": 0.3}, "statement timeout"),
+        ({"lock_timeout": 0.3, "statement_timeout": 30.0}, "lock timeout"),
+        ({"lock_timeout": 0.0, "statement_timeout": 0.3}, "statement timeout"),
     ],
 )
 async def test_a_commit_that_waits_past_a_timeout_answers_503_and_commits_nothing(
     settings: Settings, db_url: str, timeouts: dict[str, float], what: str
 ) -> None:
-    chosen = settings.model_copy(update=timeouts)
+    chosen = settings.updated(postgres=timeouts)
     async with api_client(chosen, REGISTRY) as client:
         await _start(client, "slow")
         assert (await _add(client, "slow")).status_code == 200

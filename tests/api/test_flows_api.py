@@ -418,7 +418,7 @@ async def test_health_ready_and_root_redirect(make_client: Any) -> None:
 
 
 async def test_bodies_over_the_limit_are_refused_from_content_length(make_client: Any) -> None:
-    async with make_client(registry(), max_request_bytes=2048) as client:
+    async with make_client(registry(), limits={"max_request_bytes": 2048}) as client:
         big = json.dumps({"flowType": "ShopFlow", "flowId": "big", "input": "x" * 4096})
         response = await client.post(
             "/api/v1/flows", content=big, headers={"content-type": "application/json"}

@@ -6,6 +6,7 @@ from typing import Any
 
 from tests.support.problems import assert_problem
 
+#: The limits on what a request asks for (the limits settings), lowered.
 LOW = {
     "max_id_length": 12,
     "max_value_bytes": 64,
@@ -25,7 +26,7 @@ def over(response: Any, field: str, setting: str) -> None:
 
 
 async def test_each_limit_refuses_what_exceeds_it_and_takes_what_fits(make_client: Any) -> None:
-    async with make_client(**LOW) as client:
+    async with make_client(limits=LOW) as client:
         fits = await client.post("/primitives/rpc/start", params={"flowId": "c" * 12})
         assert fits.status_code == 201, fits.text
         flow = "c" * 12

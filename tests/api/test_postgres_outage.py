@@ -45,12 +45,13 @@ from tests.support.waiting import eventually
 
 pytestmark = backends.postgres_only("a PostgreSQL server that goes away")
 
-#: Short limits, so that a request meeting a dead server answers quickly.
+#: Short timeouts (of the postgres settings), so that a request meeting a dead server answers
+#: quickly.
 FAST_FAILING = {
-    "database_connect_timeout": 1.0,
-    "database_pool_timeout": 2.0,
-    "database_statement_timeout": 5.0,
-    "database_lock_timeout": 5.0,
+    "connect_timeout": 1.0,
+    "pool_timeout": 2.0,
+    "statement_timeout": 5.0,
+    "lock_timeout": 5.0,
 }
 WORKERS = 8
 
@@ -131,7 +132,7 @@ def cluster(tmp_path: Path) -> Iterator[PostgresCluster]:
 async def test_a_crashed_server_answers_503_until_it_is_back_and_loses_nothing(
     settings: Settings, cluster: PostgresCluster
 ) -> None:
-    chosen = settings.model_copy(update={"database_url": cluster.url("app"), **FAST_FAILING})
+    chosen = settings.updated(database_url=cluster.url("app"), postgres=FAST_FAILING)
     async with api_client(chosen, TALLY_REGISTRY) as client:
         load = Load(client, "t")
         await load.start()
@@ -169,7 +170,7 @@ async def _proxied_client(
 ) -> AsyncIterator[tuple[CuttingProxy, httpx.AsyncClient]]:
     """An app on a fresh database reached through a proxy, with short database limits."""
     with _proxied_database(tmp_path) as (proxy, url):
-        chosen = settings.model_copy(update={"database_url": url, **FAST_FAILING})
+        chosen = settings.updated(database_url=url, postgres=FAST_FAILING)
         async with api_client(chosen, TALLY_REGISTRY) as client:
             yield proxy, client
 

@@ -173,7 +173,7 @@ async def test_list_pages_newest_first_until_an_empty_next_token(
 async def test_page_size_outside_range_is_400_never_reduced(
     make_client: Callable[..., Any],
 ) -> None:
-    async with make_client(registry(), stream_max_read_messages=5) as client:
+    async with make_client(registry(), stream={"max_read_messages": 5}) as client:
         await post(client, "m")
         for size in (0, -1, 6, 1000):
             response = await client.get(url(), params={"pageSize": size})
@@ -272,7 +272,7 @@ async def test_at_capacity_a_write_gets_429_and_a_retry_succeeds(
 async def test_disabled_store_answers_409_failed_precondition(
     make_client: Callable[..., Any],
 ) -> None:
-    async with make_client(registry(), stream_store_backend="disabled") as client:
+    async with make_client(registry(), stream={"backend": "disabled"}) as client:
         assert_problem(await post(client, "x"), 409, "FAILED_PRECONDITION")
         assert_problem(await client.get(url()), 409, "FAILED_PRECONDITION")
         assert_problem(await client.get(url(what="next")), 409, "FAILED_PRECONDITION")
@@ -326,7 +326,7 @@ async def test_stream_operations_are_documented_in_openapi(
 async def test_a_whitespace_source_is_accepted_and_a_list_without_page_size_fits_a_small_max(
     make_client: Callable[..., Any],
 ) -> None:
-    async with make_client(registry(), stream_max_read_messages=2) as client:
+    async with make_client(registry(), stream={"max_read_messages": 2}) as client:
         written = [await post(client, f"m{i}", source=" ") for i in range(3)]
         listed = await client.get(url())
         empty = await client.post(url(), json={"source": "", "value": "x"})

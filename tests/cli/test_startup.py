@@ -122,11 +122,21 @@ def test_a_registry_that_does_not_load_is_one_line(tmp_path: Path, registry: str
     assert line.startswith("dexlite: cannot start: " + why.format(cwd=tmp_path)), line
 
 
-def test_a_setting_that_does_not_parse_is_one_line_naming_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("DEXLITE_PORT", "eighty"),
+        ("DEXLITE_STREAM__TRIM_WORKERS", "0"),  # a setting of a group
+        ("DEXLITE_STREAM_TRIM_WORKERS", "0"),  # the same by its flat name
+    ],
+)
+def test_a_setting_that_does_not_parse_is_one_line_naming_it(
+    tmp_path: Path, variable: str, value: str
+) -> None:
     env = _settings(tmp_path, free_port())
-    env["DEXLITE_PORT"] = "eighty"
+    env[variable] = value
     _, line = _refused(tmp_path, env)
-    assert line.startswith("dexlite: cannot start: DEXLITE_PORT: "), line
+    assert line.startswith(f"dexlite: cannot start: {variable}: "), line
 
 
 def test_a_second_server_on_one_sqlite_file_or_one_port_is_one_line(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from app.main import config_from_settings
-from app.settings import Settings
+from app.settings import Settings, StreamSettings
 from engine import (
     Context,
     Engine,
@@ -650,10 +650,12 @@ def test_the_postgres_store_uses_the_engine_database_as_a_plain_asyncpg_dsn() ->
 
 def test_settings_choose_the_store_and_where_it_lives() -> None:
     settings = Settings(
-        stream_store_backend="redis",
-        stream_redis_url="redis://cache:6380/2",
-        stream_postgres_url="postgresql://db/streams",
-        stream_namespace="tenant-a",
+        stream=StreamSettings(
+            backend="redis",
+            redis_url="redis://cache:6380/2",
+            postgres_url="postgresql://db/streams",
+            namespace="tenant-a",
+        )
     )
     streams = config_from_settings(settings).streams
     assert (streams.backend, streams.redis_url) == ("redis", "redis://cache:6380/2")

@@ -25,7 +25,7 @@ def make_client(
     if request.param == "in-process":
 
         def in_process(registry: engine.Registry | None = None, **overrides: Any) -> Any:
-            chosen = settings.model_copy(update=overrides) if overrides else settings
+            chosen = settings.updated(**overrides) if overrides else settings
             return api_client(chosen, registry)
 
         return in_process
@@ -33,7 +33,7 @@ def make_client(
     server_dir.mkdir()
 
     def front_end(**overrides: Any) -> Any:
-        chosen = settings.model_copy(update=overrides) if overrides else settings
+        chosen = settings.updated(**overrides) if overrides else settings
         return front_end_client(chosen, server_dir)
 
     return front_end
