@@ -12,7 +12,7 @@ import asyncio
 import contextvars
 import dataclasses
 import threading
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
@@ -51,18 +51,20 @@ class Gate:
                 self.inside -= 1
 
 
-GATE = Gate()
-
-
 class BlockingFlow(Flow[None]):
     """RPC-only: ``wait`` blocks its thread on the gate; ``caller`` reads a context variable."""
+
+    def __init__(self, gate: Gate | None = None) -> None:
+        # Without one (a test that blocks nothing, or the server process of ``serve_flows``,
+        # which instantiates the class without arguments) the Flow has a gate of its own.
+        self.gate = Gate() if gate is None else gate
 
     def get_steps(self) -> StepList[None]:
         return StepList.empty()
 
     @rpc
     def wait(self, context: Context) -> str:
-        GATE.pass_through()
+        self.gate.pass_through()
         return threading.current_thread().name
 
     @rpc
@@ -78,41 +80,44 @@ class BlockingStep(Step[int]):
     """A ``def`` Step that blocks on the gate, then completes with its input."""
 
     def execute(self, context: Context, input: int) -> StepDecision:
-        GATE.pass_through()
+        self.flow.gate.pass_through()
         return graceful_complete(input)
 
 
 class BlockingStepFlow(Flow[int]):
     """One blocking ``def`` Step."""
 
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
     def get_steps(self) -> StepList[int]:
         return StepList.start_step(BlockingStep())
 
 
-@pytest.fixture(autouse=True)
-def fresh_gate() -> Any:
-    global GATE
-    GATE = Gate()
-    yield GATE
-    GATE.opened.set()  # never leave a handler thread blocked past its test
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    """The test's own gate, to hand to the Flow it registers."""
+    made = Gate()
+    yield made
+    made.opened.set()  # never leave a handler thread blocked past its test
 
 
 async def test_blocking_def_rpcs_leave_the_loop_free_and_queue_past_the_pool_size(
-    engine_config: engine.EngineConfig,
+    engine_config: engine.EngineConfig, gate: Gate
 ) -> None:
     config = dataclasses.replace(engine_config, rpc_threads=2)
-    async with running_engine([BlockingFlow()], config) as eng:
+    async with running_engine([BlockingFlow(gate)], config) as eng:
         for n in range(3):
             await eng.start_flow(BlockingFlow, f"b{n}")
         calls = [asyncio.ensure_future(eng.invoke_rpc("wait", f"b{n}", None)) for n in range(3)]
         # Two handlers block their threads; the loop still serves other calls meanwhile.
-        await eventually(lambda: GATE.inside == 2)
+        await eventually(lambda: gate.inside == 2)
         assert (await eng.describe_flow("b0")).status == "RUNNING"
         assert not any(c.done() for c in calls)
-        assert GATE.inside == 2, "a third handler ran although both threads were busy"
-        GATE.opened.set()
+        assert gate.inside == 2, "a third handler ran although both threads were busy"
+        gate.opened.set()
         names = await asyncio.gather(*calls)
-        assert GATE.most == 2
+        assert gate.most == 2
         assert set(names) <= {"dexlite-rpc_0", "dexlite-rpc_1"}
         assert len(set(names)) == 2
 
@@ -145,37 +150,37 @@ async def test_what_a_def_rpc_raises_reaches_the_caller(
 
 
 async def test_blocking_def_steps_run_at_most_step_threads_at_once(
-    engine_config: engine.EngineConfig,
+    engine_config: engine.EngineConfig, gate: Gate
 ) -> None:
     config = dataclasses.replace(engine_config, step_threads=2)
-    async with running_engine([BlockingStepFlow()], config) as eng:
+    async with running_engine([BlockingStepFlow(gate)], config) as eng:
         for n in range(4):
             await eng.start_flow(BlockingStepFlow, f"s{n}", n)
-        await eventually(lambda: GATE.inside == 2)
+        await eventually(lambda: gate.inside == 2)
         # The loop answers reads while both Step threads block.
         assert (await eng.describe_flow("s0")).status == "RUNNING"
-        assert GATE.inside == 2
-        GATE.opened.set()
+        assert gate.inside == 2
+        gate.opened.set()
         for n in range(4):
             result = await eng.wait_for_flow(f"s{n}", wait_seconds=30)
             assert result.status == "COMPLETED"
             assert [c.output for c in result.completions] == [n]
-        assert GATE.most == 2
-        assert GATE.threads == {"dexlite-step_0", "dexlite-step_1"}
+        assert gate.most == 2
+        assert gate.threads == {"dexlite-step_0", "dexlite-step_1"}
 
 
 async def test_the_engine_closes_while_a_def_handler_still_blocks(
-    engine_config: engine.EngineConfig,
+    engine_config: engine.EngineConfig, gate: Gate
 ) -> None:
-    eng = engine.Engine(engine.Registry([BlockingFlow()]), engine_config)
+    eng = engine.Engine(engine.Registry([BlockingFlow(gate)]), engine_config)
     await eng.start()
     try:
         await eng.start_flow(BlockingFlow, "b")
         call = asyncio.ensure_future(eng.invoke_rpc("wait", "b", None))
-        await eventually(lambda: GATE.inside == 1)
+        await eventually(lambda: gate.inside == 1)
     finally:
         await asyncio.wait_for(eng.close(), timeout=30)
-    assert GATE.inside == 1  # still blocked: closing did not wait for the handler
+    assert gate.inside == 1  # still blocked: closing did not wait for the handler
     call.cancel()
-    GATE.opened.set()
-    await eventually(lambda: GATE.inside == 0)
+    gate.opened.set()
+    await eventually(lambda: gate.inside == 0)

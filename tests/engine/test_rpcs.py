@@ -44,18 +44,15 @@ from tests.conftest import running_engine
 from tests.support.flow_clients import ServeFlows
 
 
+@dataclasses.dataclass
 class Gate:
-    """Events a test opens to move handlers along (fresh per test)."""
+    """Events a test opens to move handlers along: a test makes its own and hands it to the
+    CounterFlow it registers (``CounterFlow(gate)``)."""
 
-    step_entered: asyncio.Event
-    step_release: asyncio.Event
-    rpc_entered: asyncio.Event
-    rpc_release: asyncio.Event
-
-    @classmethod
-    def reset(cls) -> None:
-        cls.step_entered, cls.step_release = asyncio.Event(), asyncio.Event()
-        cls.rpc_entered, cls.rpc_release = asyncio.Event(), asyncio.Event()
+    step_entered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    step_release: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    rpc_entered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    rpc_release: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 class HoldCounter(Step[None]):
@@ -63,8 +60,8 @@ class HoldCounter(Step[None]):
         return StepOptions(execute_lock_attributes=(self.flow.counter.lock(),))
 
     async def execute(self, context: Context, input: None) -> StepDecision:
-        Gate.step_entered.set()
-        await Gate.step_release.wait()
+        self.flow.gate.step_entered.set()
+        await self.flow.gate.step_release.wait()
         self.flow.counter.set(context, 100)
         return dead_end()
 
@@ -81,6 +78,11 @@ class CounterFlow(Flow[None]):
     notes = AttributeMap("notes", str)
     other = AttributeMap("other", str)
 
+    def __init__(self, gate: Gate | None = None) -> None:
+        # Without one (a test that opens no gate, or the server process of ``serve_flows``,
+        # which instantiates the class without arguments) the Flow has a gate of its own.
+        self.gate = Gate() if gate is None else gate
+
     @rpc(lock_attributes=(counter.lock(),))
     def increment(self, context: Context, input: int) -> int:
         value = (self.counter.get(context) or 0) + input
@@ -89,8 +91,8 @@ class CounterFlow(Flow[None]):
 
     @rpc(lock_attributes=(counter.lock(),))
     async def hold_counter(self, context: Context) -> None:
-        Gate.rpc_entered.set()
-        await Gate.rpc_release.wait()
+        self.gate.rpc_entered.set()
+        await self.gate.rpc_release.wait()
 
     @rpc
     def start_holder(self, context: Context) -> RPCResult[None]:
@@ -126,8 +128,8 @@ class CounterFlow(Flow[None]):
 
     @rpc(lock_attributes=(notes.lock("x"),))
     async def lock_note(self, context: Context, input: None) -> str:
-        Gate.rpc_entered.set()
-        await Gate.rpc_release.wait()
+        self.gate.rpc_entered.set()
+        await self.gate.rpc_release.wait()
         return "done"
 
     @rpc(timeout=timedelta(milliseconds=200))
@@ -137,12 +139,12 @@ class CounterFlow(Flow[None]):
 
     @rpc
     async def waits_for_the_gate(self, context: Context) -> str:
-        await Gate.rpc_release.wait()
+        await self.gate.rpc_release.wait()
         return "released"
 
     @rpc(timeout=timedelta(seconds=30))
     async def waits_with_its_own_timeout(self, context: Context) -> str:
-        await Gate.rpc_release.wait()
+        await self.gate.rpc_release.wait()
         return "released"
 
     @rpc
@@ -157,22 +159,18 @@ async def _start(eng: Any, flow_id: str = "c", **initial: Any) -> None:
     await eng.start_flow(CounterFlow, flow_id, None, StartFlowOptions(initial_attributes=initial))
 
 
-@pytest.fixture(autouse=True)
-def _gates() -> None:
-    Gate.reset()
-
-
 async def test_rpc_lock_held_by_a_step_fails_at_once_with_the_seed_message(
     engine_config: EngineConfig,
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
+    gate = Gate()
+    async with running_engine([CounterFlow(gate)], engine_config) as eng:
         await _start(eng, counter=1)
         await eng.invoke_rpc("start_holder", "c")
-        await asyncio.wait_for(Gate.step_entered.wait(), 5)
+        await asyncio.wait_for(gate.step_entered.wait(), 5)
         with pytest.raises(RPCLockConflictError) as info:
             await eng.invoke_rpc("increment", "c", 1)
         assert str(info.value) == "RPC lock conflict: attribute key counter is locked by a Step"
-        Gate.step_release.set()
+        gate.step_release.set()
         await settle(eng)  # the Step's decision has committed and released the lock
         assert await eng.invoke_rpc("increment", "c", 1) == 101
 
@@ -180,16 +178,17 @@ async def test_rpc_lock_held_by_a_step_fails_at_once_with_the_seed_message(
 async def test_rpc_lock_held_by_another_rpc_fails_at_once_naming_an_rpc(
     engine_config: EngineConfig,
 ) -> None:
-    async with running_engine([CounterFlow()], engine_config) as eng:
+    gate = Gate()
+    async with running_engine([CounterFlow(gate)], engine_config) as eng:
         await _start(eng)
         holder = asyncio.create_task(eng.invoke_rpc("hold_counter", "c"))
-        await asyncio.wait_for(Gate.rpc_entered.wait(), 5)
+        await asyncio.wait_for(gate.rpc_entered.wait(), 5)
         with pytest.raises(RPCLockConflictError) as info:
             await eng.invoke_rpc("increment", "c", 1)
         assert str(info.value) == "RPC lock conflict: attribute key counter is locked by an RPC"
         # A lock-free RPC is not affected.
         assert await eng.invoke_rpc("peek", "c") is None
-        Gate.rpc_release.set()
+        gate.rpc_release.set()
         await holder
         assert await eng.invoke_rpc("increment", "c", 1) == 1
 
@@ -290,7 +289,8 @@ async def test_invoke_options_are_validated_before_anything_runs(
 async def test_invoke_options_are_unioned_and_deduplicated_with_the_definition(
     engine_config: EngineConfig,
 ) -> None:
-    flow = CounterFlow()
+    gate = Gate()
+    flow = CounterFlow(gate)
     async with running_engine([flow], engine_config) as eng:
         await _start(eng)
         # The same lock as the definition's plus one more: no conflict with itself.
@@ -302,11 +302,11 @@ async def test_invoke_options_are_unioned_and_deduplicated_with_the_definition(
             ),
         )
         task = asyncio.create_task(eng.invoke_rpc(flow.lock_note, "c", None, options=options))
-        await asyncio.wait_for(Gate.rpc_entered.wait(), 5)
+        await asyncio.wait_for(gate.rpc_entered.wait(), 5)
         other = RPCInvokeOptions(lock_attribute_map_instances=(flow.notes.lock("y"),))
         with pytest.raises(RPCLockConflictError, match="attribute key notes/y is locked by an RPC"):
             await eng.invoke_rpc(flow.write_label, "c", "z", options=other)
-        Gate.rpc_release.set()
+        gate.rpc_release.set()
         assert await task == "done"
         assert await eng.invoke_rpc(flow.write_label, "c", "z", options=other) is None
 
@@ -357,7 +357,8 @@ async def test_the_servers_default_rpc_timeout_bounds_rpcs_without_their_own(
     engine_config: EngineConfig,
 ) -> None:
     config = dataclasses.replace(engine_config, default_rpc_timeout=timedelta(milliseconds=150))
-    async with running_engine([CounterFlow()], config) as eng:
+    gate = Gate()
+    async with running_engine([CounterFlow(gate)], config) as eng:
         await _start(eng)
         with pytest.raises(RPCTimeoutError, match="within 0.15 s"):
             await eng.invoke_rpc("waits_for_the_gate", "c")
@@ -365,7 +366,7 @@ async def test_the_servers_default_rpc_timeout_bounds_rpcs_without_their_own(
         own = asyncio.create_task(eng.invoke_rpc("waits_with_its_own_timeout", "c"))
         done, _ = await asyncio.wait([own], timeout=0.5)
         assert not done  # still running well past the server's default
-        Gate.rpc_release.set()
+        gate.rpc_release.set()
         assert await own == "released"
         described = {
             r.name: r.timeout_seconds
@@ -409,29 +410,32 @@ REPORT_STATUS = Attribute("report-status", str)
 SECTIONS = Attribute("report-sections", int)
 
 
+@dataclasses.dataclass
 class ReportGate:
-    report_started: asyncio.Event
-    release_report: asyncio.Event
-    delivery_started: asyncio.Event
-    rpc_snapshot_taken: asyncio.Event
-    release_rpc: asyncio.Event
-    release_delivery: asyncio.Event
-    block_rpc = False
+    """Events a report test opens, handed to the ReportFlow it registers."""
+
+    report_started: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    release_report: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    delivery_started: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    rpc_snapshot_taken: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    release_rpc: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    release_delivery: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    block_rpc: bool = False
 
 
 class GenerateReport(Step[None]):
     async def execute(self, context: Context, input: None) -> StepDecision:
         SECTIONS.set(context, 1)
-        ReportGate.report_started.set()
-        await ReportGate.release_report.wait()  # a Stop cancels this task here
+        self.flow.gate.report_started.set()
+        await self.flow.gate.release_report.wait()  # a Stop cancels this task here
         REPORT_STATUS.set(context, REPORT_READY)
         return go_to(DeliverReport, None)
 
 
 class DeliverReport(Step[None]):
     async def execute(self, context: Context, input: None) -> StepDecision:
-        ReportGate.delivery_started.set()
-        await ReportGate.release_delivery.wait()
+        self.flow.gate.delivery_started.set()
+        await self.flow.gate.release_delivery.wait()
         return graceful_complete("report delivered")
 
 
@@ -448,6 +452,9 @@ class ReportFlow(Flow[None]):
     report_status = REPORT_STATUS
     sections = SECTIONS
 
+    def __init__(self, gate: ReportGate) -> None:
+        self.gate = gate
+
     def get_steps(self) -> StepList[None]:
         return StepList.start_step(GenerateReport()).other_steps(
             DeliverReport(), FinishReportStop()
@@ -457,30 +464,23 @@ class ReportFlow(Flow[None]):
     async def stop_report(self, context: Context, input: None) -> RPCResult[bool]:
         if REPORT_STATUS.get(context) in (REPORT_READY, REPORT_STOPPED):
             return RPCResult(False)
-        if ReportGate.block_rpc:
-            ReportGate.rpc_snapshot_taken.set()
-            await ReportGate.release_rpc.wait()
+        if self.gate.block_rpc:
+            self.gate.rpc_snapshot_taken.set()
+            await self.gate.release_rpc.wait()
         return RPCResult(
             True, next_steps=(StepMovement.of(FinishReportStop, None),)
         ).with_canceling_steps(GenerateReport)
 
 
 @pytest.fixture
-def report_gate() -> type[ReportGate]:
-    ReportGate.report_started = asyncio.Event()
-    ReportGate.release_report = asyncio.Event()
-    ReportGate.delivery_started = asyncio.Event()
-    ReportGate.rpc_snapshot_taken = asyncio.Event()
-    ReportGate.release_rpc = asyncio.Event()
-    ReportGate.release_delivery = asyncio.Event()
-    ReportGate.block_rpc = False
-    return ReportGate
+def report_gate() -> ReportGate:
+    return ReportGate()
 
 
 async def test_stop_rpc_cancels_the_running_step_and_its_follow_up_records_the_stop(
-    engine_config: EngineConfig, report_gate: type[ReportGate]
+    engine_config: EngineConfig, report_gate: ReportGate
 ) -> None:
-    async with running_engine([ReportFlow()], engine_config) as eng:
+    async with running_engine([ReportFlow(report_gate)], engine_config) as eng:
         await eng.start_flow(ReportFlow, "report", None)
         await asyncio.wait_for(report_gate.report_started.wait(), 5)
         assert await eng.invoke_rpc("stop_report", "report") is True
@@ -502,10 +502,10 @@ async def test_stop_rpc_cancels_the_running_step_and_its_follow_up_records_the_s
 
 
 async def test_a_report_committed_after_the_rpc_snapshot_wins_and_the_follow_up_dead_ends(
-    engine_config: EngineConfig, report_gate: type[ReportGate]
+    engine_config: EngineConfig, report_gate: ReportGate
 ) -> None:
     report_gate.block_rpc = True
-    async with running_engine([ReportFlow()], engine_config) as eng:
+    async with running_engine([ReportFlow(report_gate)], engine_config) as eng:
         await eng.start_flow(ReportFlow, "race", None)
         await asyncio.wait_for(report_gate.report_started.wait(), 5)
         stop = asyncio.create_task(eng.invoke_rpc("stop_report", "race"))

@@ -76,9 +76,12 @@ async def test_a_retry_keeps_its_locks_while_it_waits_also_across_a_restart(
     assert result.status == "COMPLETED"
 
 
+@dataclasses.dataclass
 class Gates:
-    entered: asyncio.Event
-    release: asyncio.Event
+    """Where a gated handler waits: each test makes its own and hands it to its Flow."""
+
+    entered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    release: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 class HoldA(Step[None]):
@@ -86,8 +89,8 @@ class HoldA(Step[None]):
         return StepOptions(execute_lock_attributes=(self.flow.a.lock(),))
 
     async def execute(self, context: Context, input: None) -> StepDecision:
-        Gates.entered.set()
-        await Gates.release.wait()
+        self.flow.gates.entered.set()
+        await self.flow.gates.release.wait()
         return graceful_complete("held a")
 
 
@@ -102,6 +105,9 @@ class NeedAB(Step[None]):
 class QueueFlow(Flow[None]):
     a = Attribute("a", int)
     b = Attribute("b", int)
+
+    def __init__(self, gates: Gates) -> None:
+        self.gates = gates
 
     def get_steps(self) -> StepList[None]:
         return StepList.empty().other_steps(HoldA(), NeedAB())
@@ -118,15 +124,15 @@ class QueueFlow(Flow[None]):
 
 
 async def test_a_step_waiting_for_locks_holds_none_of_them(engine_config: EngineConfig) -> None:
-    Gates.entered, Gates.release = asyncio.Event(), asyncio.Event()
-    async with running_engine([QueueFlow()], engine_config) as eng:
+    gates = Gates()
+    async with running_engine([QueueFlow(gates)], engine_config) as eng:
         await eng.start_flow(QueueFlow, "q")
         await eng.invoke_rpc("begin", "q")
-        await asyncio.wait_for(Gates.entered.wait(), 10)
+        await asyncio.wait_for(gates.entered.wait(), 10)
         # HoldA holds a, so NeedAB waits behind it; waiting, it holds nothing (not even the
         # free b), so the RPC takes b at once.
         assert await eng.invoke_rpc("touch_b", "q") == "b"
-        Gates.release.set()
+        gates.release.set()
         await settle(eng)
         history = (await eng.get_flow_history("q")).events
     closed = [e.details["stepExecutionId"] for e in history if e.event_type == "STEP_CLOSED"]
@@ -137,13 +143,16 @@ class CollectionFlow(Flow[None]):
     messages = AttributeMap("messages", str)
     messages_lock = Attribute("messages-lock", bool)  # the coordination key; never set
 
+    def __init__(self, gates: Gates) -> None:
+        self.gates = gates
+
     def get_steps(self) -> StepList[None]:
         return StepList.empty()
 
     @rpc(lock_attributes=(messages_lock.lock(),))
     async def archive(self, context: Context) -> RPCResult[str]:
-        Gates.entered.set()
-        await Gates.release.wait()
+        self.gates.entered.set()
+        await self.gates.release.wait()
         return RPCResult("archived")
 
     @rpc(lock_attributes=(messages_lock.lock(),))
@@ -161,15 +170,15 @@ class CollectionFlow(Flow[None]):
 async def test_the_map_wide_singleton_lock_serializes_its_writers_only(
     engine_config: EngineConfig,
 ) -> None:
-    Gates.entered, Gates.release = asyncio.Event(), asyncio.Event()
-    async with running_engine([CollectionFlow()], engine_config) as eng:
+    gates = Gates()
+    async with running_engine([CollectionFlow(gates)], engine_config) as eng:
         await eng.start_flow(CollectionFlow, "c")
         archiving = asyncio.create_task(eng.invoke_rpc("archive", "c"))
-        await asyncio.wait_for(Gates.entered.wait(), 10)
+        await asyncio.wait_for(gates.entered.wait(), 10)
         with pytest.raises(RPCLockConflictError, match="messages-lock is locked by an RPC"):
             await eng.invoke_rpc("rewrite", "c", "x")
         await eng.invoke_rpc("write_one", "c", "y")
-        Gates.release.set()
+        gates.release.set()
         assert await archiving == "archived"
         await eng.invoke_rpc("rewrite", "c", "x")
         values = await eng.get_attributes("c", ["messages/m1", "messages/m2", "messages-lock"])

@@ -41,9 +41,12 @@ from tests.conftest import running_engine
 from tests.support.flow_clients import ServeFlows
 
 
+@dataclasses.dataclass
 class Gate:
-    entered: asyncio.Event
-    release: asyncio.Event
+    """Where a gated handler waits: a test makes its own and hands it to the Flow it registers."""
+
+    entered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    release: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 class Busy(Step[None]):
@@ -52,8 +55,8 @@ class Busy(Step[None]):
 
     async def execute(self, context: Context, input: None) -> StepDecision:
         self.flow.count.set(context, 99)  # staged: invisible until the decision commits
-        Gate.entered.set()
-        await Gate.release.wait()
+        self.flow.gate.entered.set()
+        await self.flow.gate.release.wait()
         return graceful_complete(None)
 
 
@@ -62,6 +65,11 @@ class RulesFlow(Flow[None]):
     notes = AttributeMap("notes", str)
     secret = Attribute("secret", str, hard_delete_on_null=True)
     label = Attribute("label", str)
+
+    def __init__(self, gate: Gate | None = None) -> None:
+        # Without one (a test that opens no gate, or the server process of ``serve_flows``,
+        # which instantiates the class without arguments) the Flow has a gate of its own.
+        self.gate = Gate() if gate is None else gate
 
     def get_steps(self) -> StepList[None]:
         return StepList.empty().other_steps(Busy())
@@ -88,21 +96,17 @@ class RulesFlow(Flow[None]):
         return RPCResult(None, next_steps=(StepMovement.of(Busy, None),))
 
 
-def _gate() -> None:
-    Gate.entered, Gate.release = asyncio.Event(), asyncio.Event()
-
-
 async def test_get_attributes_reads_committed_state_and_takes_no_lock_a_step_holds(
     engine_config: EngineConfig,
 ) -> None:
-    _gate()
+    gate = Gate()
     options = StartFlowOptions(initial_attributes={"count": 1})
-    async with running_engine([RulesFlow()], engine_config) as eng:
+    async with running_engine([RulesFlow(gate)], engine_config) as eng:
         await eng.start_flow(RulesFlow, "r", options=options)
         await eng.invoke_rpc("start_busy", "r")
-        await asyncio.wait_for(Gate.entered.wait(), 10)
+        await asyncio.wait_for(gate.entered.wait(), 10)
         during = await asyncio.wait_for(eng.get_attributes("r", ["count"]), 5)  # not blocked
-        Gate.release.set()
+        gate.release.set()
         await eng.wait_for_flow("r", wait_seconds=10)  # Busy's decision closes the run
         after = await eng.get_attributes("r", ["count"])
     assert during.values == {"count": 1}
@@ -168,26 +172,32 @@ class Phased(Step[None]):
         )
 
     async def wait_for(self, context: Context, input: None) -> Wait:
-        PhaseGate.in_wait_for.set()
-        await PhaseGate.leave_wait_for.wait()
+        self.flow.gate.in_wait_for.set()
+        await self.flow.gate.leave_wait_for.wait()
         return Wait.until(Timer.by_duration(timedelta(0)))
 
     async def execute(self, context: Context, input: None) -> StepDecision:
-        PhaseGate.in_execute.set()
-        await PhaseGate.leave_execute.wait()
+        self.flow.gate.in_execute.set()
+        await self.flow.gate.leave_execute.wait()
         return graceful_complete(None)
 
 
+@dataclasses.dataclass
 class PhaseGate:
-    in_wait_for: asyncio.Event
-    leave_wait_for: asyncio.Event
-    in_execute: asyncio.Event
-    leave_execute: asyncio.Event
+    """Where Phased waits in each phase, handed to the PhasedFlow a test registers."""
+
+    in_wait_for: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    leave_wait_for: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    in_execute: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    leave_execute: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 class PhasedFlow(Flow[None]):
     a = Attribute("a", int)
     b = Attribute("b", int)
+
+    def __init__(self, gate: PhaseGate) -> None:
+        self.gate = gate
 
     def get_steps(self) -> StepList[None]:
         return StepList.start_step(Phased())
@@ -202,20 +212,19 @@ class PhasedFlow(Flow[None]):
 
 
 async def test_wait_for_locks_are_separate_from_execute_locks(engine_config: EngineConfig) -> None:
-    for name in ("in_wait_for", "leave_wait_for", "in_execute", "leave_execute"):
-        setattr(PhaseGate, name, asyncio.Event())
-    async with running_engine([PhasedFlow()], engine_config) as eng:
+    gate = PhaseGate()
+    async with running_engine([PhasedFlow(gate)], engine_config) as eng:
         await eng.start_flow(PhasedFlow, "p")
-        await asyncio.wait_for(PhaseGate.in_wait_for.wait(), 10)
+        await asyncio.wait_for(gate.in_wait_for.wait(), 10)
         during_wait_b = await eng.invoke_rpc("touch_b", "p")
         with pytest.raises(RPCLockConflictError, match="attribute key a is locked by a Step"):
             await eng.invoke_rpc("touch_a", "p")
-        PhaseGate.leave_wait_for.set()
-        await asyncio.wait_for(PhaseGate.in_execute.wait(), 10)
+        gate.leave_wait_for.set()
+        await asyncio.wait_for(gate.in_execute.wait(), 10)
         during_execute_a = await eng.invoke_rpc("touch_a", "p")
         with pytest.raises(RPCLockConflictError, match="attribute key b is locked by a Step"):
             await eng.invoke_rpc("touch_b", "p")
-        PhaseGate.leave_execute.set()
+        gate.leave_execute.set()
         result = await eng.wait_for_flow("p", wait_seconds=10)
     assert (during_wait_b, during_execute_a, result.status) == ("b", "a", "COMPLETED")
 
@@ -366,6 +375,9 @@ async def test_the_buffered_writer_sends_its_tail_when_an_async_step_raises(
 
 
 class LateFlow(Flow[None]):
+    def __init__(self, gate: LateGate) -> None:
+        self.gate = gate
+
     def get_steps(self) -> StepList[None]:
         return StepList.empty().other_steps(Pending())
 
@@ -375,26 +387,29 @@ class LateFlow(Flow[None]):
 
     @rpc
     async def cancel_after_a_while(self, context: Context) -> RPCResult[None]:
-        LateGate.entered.set()
-        await LateGate.release.wait()  # its snapshot was read before this point
+        self.gate.entered.set()
+        await self.gate.release.wait()  # its snapshot was read before this point
         return RPCResult(None).with_canceling_steps(Pending)
 
 
+@dataclasses.dataclass
 class LateGate:
-    entered: asyncio.Event
-    release: asyncio.Event
+    """Where cancel_after_a_while waits, handed to the LateFlow a test registers."""
+
+    entered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    release: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 async def test_a_step_started_after_the_rpcs_snapshot_is_canceled_too(
     engine_config: EngineConfig,
 ) -> None:
-    LateGate.entered, LateGate.release = asyncio.Event(), asyncio.Event()
-    async with running_engine([LateFlow()], engine_config) as eng:
+    gate = LateGate()
+    async with running_engine([LateFlow(gate)], engine_config) as eng:
         await eng.start_flow(LateFlow, "l")
         canceling = asyncio.create_task(eng.invoke_rpc("cancel_after_a_while", "l"))
-        await asyncio.wait_for(LateGate.entered.wait(), 10)
+        await asyncio.wait_for(gate.entered.wait(), 10)
         await eng.invoke_rpc("start_pending", "l")  # Pending-1 starts after that snapshot
-        LateGate.release.set()
+        gate.release.set()
         await canceling
         history = (await eng.get_flow_history("l")).events
     committed = [e for e in history if e.event_type == "RPC_COMMITTED"]

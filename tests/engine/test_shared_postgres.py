@@ -4,6 +4,7 @@ fences off the superseded attempt, and commit notices wake waiters of the other 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from sqlalchemy import text
@@ -32,9 +33,17 @@ from tests.support.waiting import eventually
 
 pytestmark = postgres_only("several engines share one PostgreSQL database")
 
-ENTERED: list[str] = []
-#: One gate per attempt, in the order the attempts entered.
-GATES = [asyncio.Event(), asyncio.Event()]
+
+@dataclasses.dataclass
+class Attempts:
+    """The Count attempts of one test, handed to the CountFlow of each of its engines."""
+
+    #: The attempts' Step execution IDs, in the order they entered.
+    entered: list[str] = dataclasses.field(default_factory=list)
+    #: One gate per attempt, in the order the attempts entered.
+    gates: list[asyncio.Event] = dataclasses.field(
+        default_factory=lambda: [asyncio.Event(), asyncio.Event()]
+    )
 
 
 class Count(Step[None]):
@@ -42,14 +51,18 @@ class Count(Step[None]):
         return StepOptions(execute_lock_attributes=(self.flow.counter.lock(),))
 
     async def execute(self, context: Context, input: None) -> StepDecision:
-        ENTERED.append(context.step_execution_id)
-        await GATES[len(ENTERED) - 1].wait()
+        attempts = self.flow.attempts
+        attempts.entered.append(context.step_execution_id)
+        await attempts.gates[len(attempts.entered) - 1].wait()
         self.flow.counter.set(context, (self.flow.counter.get(context) or 0) + 1)
         return graceful_complete(None)
 
 
 class CountFlow(Flow[None]):
     counter = Attribute("counter", int)
+
+    def __init__(self, attempts: Attempts) -> None:
+        self.attempts = attempts
 
     def get_steps(self) -> StepList[None]:
         return StepList.start_step(Count())
@@ -96,15 +109,13 @@ async def _expire(url: str, process_id: str) -> None:
 async def test_a_taken_over_attempt_commits_once_and_the_superseded_one_is_refused(
     engine_config: EngineConfig,
 ) -> None:
-    ENTERED.clear()
-    for gate in GATES:
-        gate.clear()
+    attempts = Attempts()
     async with (
-        running_engine([CountFlow()], engine_config) as first,
-        running_engine([CountFlow()], engine_config) as second,
+        running_engine([CountFlow(attempts)], engine_config) as first,
+        running_engine([CountFlow(attempts)], engine_config) as second,
     ):
         await first.start_flow(CountFlow, "fenced", None)  # first's commit claims the Step
-        await eventually(lambda: len(ENTERED) == 1, what="the first attempt to run")
+        await eventually(lambda: len(attempts.entered) == 1, what="the first attempt to run")
 
         url = engine_config.database_url
         holder = await _claimant(url, "fenced")
@@ -112,17 +123,17 @@ async def test_a_taken_over_attempt_commits_once_and_the_superseded_one_is_refus
         async def taken_over() -> bool:
             # The first engine renews its lease: end it until the other has taken the Step.
             await _expire(url, holder)
-            return len(ENTERED) == 2
+            return len(attempts.entered) == 2
 
         await eventually(taken_over, what="the other engine to take the Step over")
-        GATES[0].set()  # the superseded attempt returns first: its commit must be refused
+        attempts.gates[0].set()  # the superseded attempt returns first: its commit must be refused
         await settle(first)
         meanwhile = await second.describe_flow("fenced")
-        GATES[1].set()
+        attempts.gates[1].set()
         result = await second.wait_for_flow("fenced", wait_seconds=30)
         values = await first.get_attributes("fenced", ["counter"])
         history = (await second.get_flow_history("fenced")).events
-    assert ENTERED == ["Count-1", "Count-1"]
+    assert attempts.entered == ["Count-1", "Count-1"]
     assert await _claimant(url, "fenced") != holder
     assert meanwhile.status == "RUNNING"
     assert result.status == "COMPLETED"

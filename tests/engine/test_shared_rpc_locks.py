@@ -40,11 +40,12 @@ from tests.support.waiting import eventually
 pytestmark = postgres_only("the lock rows of a shared database")
 
 
+@dataclasses.dataclass
 class Gate:
-    """Where the gated RPC waits, set afresh by each test."""
+    """Where the gated RPC waits: each test makes its own and hands it to its LockFlows."""
 
-    entered = asyncio.Event()
-    release = asyncio.Event()
+    entered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    release: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 class AfterTheRPC(Step[None]):
@@ -59,13 +60,16 @@ class AfterTheRPC(Step[None]):
 class LockFlow(Flow[None]):
     k = Attribute("k", int)
 
+    def __init__(self, gate: Gate | None = None) -> None:
+        self.gate = Gate() if gate is None else gate  # its own when the test opens none
+
     def get_steps(self) -> StepList[None]:
         return StepList.empty().other_steps(AfterTheRPC())
 
     @rpc(lock_attributes=(k.lock(),))
     async def hold(self, context: Context) -> RPCResult[None]:
-        Gate.entered.set()
-        await Gate.release.wait()
+        self.gate.entered.set()
+        await self.gate.release.wait()
         self.k.set(context, (self.k.get(context) or 0) + 100)
         return RPCResult(None)
 
@@ -114,25 +118,22 @@ async def _process_ids(url: str) -> list[str]:
     return [row[0] for row in await _sql(url, "SELECT process_id FROM processes")]
 
 
-async def _holding(eng: Engine) -> asyncio.Task[Any]:
-    """Start Flow f and return its ``hold`` RPC once it runs, holding k until the gate opens."""
+async def _holding(eng: Engine, gate: Gate) -> asyncio.Task[Any]:
+    """Start Flow f and return its ``hold`` RPC once it runs, holding k until ``gate`` (the
+    gate of the LockFlow ``eng`` runs) opens."""
     await eng.start_flow(LockFlow, "f")
     held = asyncio.create_task(eng.invoke_rpc("hold", "f"))
-    await asyncio.wait_for(Gate.entered.wait(), 10)
+    await asyncio.wait_for(gate.entered.wait(), 10)
     return held
-
-
-@pytest.fixture(autouse=True)
-def fresh_gate() -> None:
-    Gate.entered, Gate.release = asyncio.Event(), asyncio.Event()
 
 
 async def test_an_rpc_holds_one_row_per_key_while_it_runs_and_none_after(
     engine_config: EngineConfig,
 ) -> None:
     url = engine_config.database_url
-    async with running_engine([LockFlow()], engine_config) as eng:
-        held = await _holding(eng)
+    gate = Gate()
+    async with running_engine([LockFlow(gate)], engine_config) as eng:
+        held = await _holding(eng, gate)
         (process,) = await _process_ids(url)
         rows = await _lock_rows(url)
         assert [(key, kind, where) for key, _, kind, where in rows] == [(KEY, "an RPC", process)]
@@ -140,7 +141,7 @@ async def test_an_rpc_holds_one_row_per_key_while_it_runs_and_none_after(
             await eng.invoke_rpc("bump", "f")
         with pytest.raises(RPCLockConflictError, match="an RPC"):
             await eng.set_attributes("f", {"k": 7})  # a client write takes the keys too
-        Gate.release.set()
+        gate.release.set()
         assert await held is None
         assert await _lock_rows(url) == []
         assert await eng.invoke_rpc("bump", "f") == 101
@@ -180,22 +181,23 @@ async def test_an_rpc_dropping_its_keys_grants_them_to_another_processs_waiting_
     engine_config: EngineConfig,
 ) -> None:
     url = engine_config.database_url
+    gate = Gate()
     # No poll in the test's time: only the RPC's release can grant the waiting Step. It is
     # the other engine's (its commit queued it), so the releasing engine has no Step of its
     # own waiting and goes by the lock rows alone.
     config = dataclasses.replace(engine_config, poll_seconds=timedelta(hours=1).total_seconds())
     async with (
-        running_engine([LockFlow()], config) as first,
-        running_engine([LockFlow()], config) as second,
+        running_engine([LockFlow(gate)], config) as first,
+        running_engine([LockFlow(gate)], config) as second,
     ):
-        held = await _holding(first)
+        held = await _holding(first, gate)
         await second.invoke_rpc("queue_step", "f")
 
         async def step_waits() -> list[tuple[Any, ...]]:
             return await _sql(url, "SELECT owner FROM lock_waiters")
 
         await eventually(step_waits, what="the Step waiting for k")
-        Gate.release.set()
+        gate.release.set()
         await held
         result = await second.wait_for_flow("f", wait_seconds=30)
         assert result.status == "COMPLETED"
@@ -215,10 +217,11 @@ async def test_an_rpc_whose_commit_fails_still_drops_its_keys(
     engine_config: EngineConfig,
 ) -> None:
     url = engine_config.database_url
-    async with running_engine([LockFlow()], engine_config) as eng:
-        held = await _holding(eng)
+    gate = Gate()
+    async with running_engine([LockFlow(gate)], engine_config) as eng:
+        held = await _holding(eng, gate)
         await eng.stop_flow("f")  # the run closes under the RPC: its commit must fail
-        Gate.release.set()
+        gate.release.set()
         with pytest.raises(FlowNotActiveOrNotFoundError):
             await held
         # The release made with the commit was rolled back with it, and made on its own.
@@ -231,11 +234,12 @@ async def test_an_rpc_whose_key_was_taken_over_after_its_lease_lapsed_commits_no
     engine_config: EngineConfig,
 ) -> None:
     url = engine_config.database_url
+    gate = Gate()
     async with (
-        running_engine([LockFlow()], engine_config) as first,
-        running_engine([LockFlow()], engine_config) as second,
+        running_engine([LockFlow(gate)], engine_config) as first,
+        running_engine([LockFlow(gate)], engine_config) as second,
     ):
-        held = await _holding(first)
+        held = await _holding(first, gate)
         ((_, _, _, holder),) = await _lock_rows(url)
 
         async def taken_over() -> bool:
@@ -249,7 +253,7 @@ async def test_an_rpc_whose_key_was_taken_over_after_its_lease_lapsed_commits_no
                 return False
 
         await eventually(taken_over, what="the other engine to take k over")
-        Gate.release.set()
+        gate.release.set()
         with pytest.raises(RPCLockConflictError) as caught:
             await held
         assert caught.value.key == KEY

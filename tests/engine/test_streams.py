@@ -79,26 +79,28 @@ async def engine_config(
         yield dataclasses.replace(engine_config, streams=streams)
 
 
+@dataclasses.dataclass
 class Gates:
-    """Events a test and its Steps meet at (set per test)."""
+    """Events a test and its Steps meet at: each test makes its own and hands it to the Flow
+    it registers (``flow_with(step, gates)``); a Step reads it as ``self.flow.gates``."""
 
-    async_gate: asyncio.Event
-    thread_gate = threading.Event()
-    thread_ready = threading.Event()
-    observed: dict[str, Any] = {}
+    async_gate: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    thread_gate: threading.Event = dataclasses.field(default_factory=threading.Event)
+    thread_ready: threading.Event = dataclasses.field(default_factory=threading.Event)
+    observed: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class AnnounceAsync(Step[None]):
     async def execute(self, context: Context, input: None) -> StepDecision:
         self.flow.progress.write(context, "async started")
-        await Gates.async_gate.wait()
+        await self.flow.gates.async_gate.wait()
         return graceful_complete("done")
 
 
 class AnnounceSync(Step[None]):
     def execute(self, context: Context, input: None) -> Iterator[StepOutput]:
         yield self.flow.progress.write(context, "sync started")
-        Gates.thread_gate.wait(WAIT)
+        self.flow.gates.thread_gate.wait(WAIT)
         return graceful_complete("done")  # type: ignore[return-value]
 
 
@@ -116,7 +118,7 @@ class Busy(Step[None]):
         self.flow.counts.write(context, 50)
         io = context.step_io
         assert io is not None
-        Gates.observed["async"] = (io.heartbeat_details, io.heartbeats)
+        self.flow.gates.observed["async"] = (io.heartbeat_details, io.heartbeats)
         return graceful_complete()
 
 
@@ -128,7 +130,7 @@ class BusySync(Step[None]):
         yield self.flow.counts.write(context, 3)
         io = context.step_io
         assert io is not None
-        Gates.observed["sync"] = (io.heartbeat_details, io.heartbeats)
+        self.flow.gates.observed["sync"] = (io.heartbeat_details, io.heartbeats)
         return graceful_complete()  # type: ignore[return-value]
 
 
@@ -188,13 +190,17 @@ class ManyWritesSync(Step[int]):
         return graceful_complete()  # type: ignore[return-value]
 
 
-def flow_with(step: Step[Any]) -> Flow[Any]:
-    """Return a Flow instance of a fresh class named after ``step`` with the test Streams."""
+def flow_with(step: Step[Any], gates: Gates | None = None) -> Flow[Any]:
+    """Return a Flow instance of a fresh class named after ``step`` with the test Streams,
+    holding ``gates`` (fresh ones when the test meets none of its Steps)."""
 
     class _Flow(Flow[Any]):
         progress = Stream("progress", str)
         counts = Stream("counts", int)
         tiny = Stream("tiny", str, stream_capacity_bytes=200)
+
+        def __init__(self, gates: Gates) -> None:
+            self.gates = gates
 
         def get_steps(self) -> StepList[Any]:
             return StepList.start_step(step)
@@ -204,7 +210,7 @@ def flow_with(step: Step[Any]) -> Flow[Any]:
             self.progress.write(context, "from an RPC")
 
     _Flow.__name__ = _Flow.__qualname__ = f"{type(step).__name__}Flow"
-    return _Flow()
+    return _Flow(Gates() if gates is None else gates)
 
 
 async def finished(eng: Any, flow_id: str) -> Any:
@@ -221,26 +227,26 @@ async def values(eng: Any, flow: Flow[Any], flow_id: str, stream: str = "progres
 async def test_async_step_write_is_sent_at_once_not_with_the_result(
     engine_config: EngineConfig,
 ) -> None:
-    Gates.async_gate = asyncio.Event()
-    flow = flow_with(AnnounceAsync())
+    gates = Gates()
+    flow = flow_with(AnnounceAsync(), gates)
     async with running_engine([flow], engine_config) as eng:
         await eng.start_flow(type(flow), "f1")
         message = await eng.read_stream("f1", "progress", wait_seconds=WAIT, flow_type=type(flow))
         assert message is not None and message.value == "async started"
         assert (await eng.describe_flow("f1")).status == "RUNNING"
-        Gates.async_gate.set()
+        gates.async_gate.set()
         assert (await finished(eng, "f1")).status == "COMPLETED"
 
 
 async def test_sync_generator_step_write_is_sent_at_once(engine_config: EngineConfig) -> None:
-    Gates.thread_gate = threading.Event()
-    flow = flow_with(AnnounceSync())
+    gates = Gates()
+    flow = flow_with(AnnounceSync(), gates)
     async with running_engine([flow], engine_config) as eng:
         await eng.start_flow(type(flow), "f1")
         message = await eng.read_stream("f1", "progress", wait_seconds=WAIT, flow_type=type(flow))
         assert message is not None and message.value == "sync started"
         assert (await eng.describe_flow("f1")).status == "RUNNING"
-        Gates.thread_gate.set()
+        gates.thread_gate.set()
         result = await finished(eng, "f1")
         assert result.status == "COMPLETED"
         assert result.completions[0].output == "done"  # the generator's return value
@@ -262,8 +268,8 @@ async def test_a_later_step_failure_does_not_take_a_write_back(
 async def test_any_number_of_writes_are_implicit_heartbeats_keeping_explicit_details(
     engine_config: EngineConfig,
 ) -> None:
-    Gates.observed = {}
-    flow, sync_flow = flow_with(Busy()), flow_with(BusySync())
+    gates = Gates()
+    flow, sync_flow = flow_with(Busy(), gates), flow_with(BusySync(), gates)
     async with running_engine([flow, sync_flow], engine_config) as eng:
         await eng.start_flow(type(flow), "a")
         await eng.start_flow(type(sync_flow), "s")
@@ -272,16 +278,16 @@ async def test_any_number_of_writes_are_implicit_heartbeats_keeping_explicit_det
         assert await values(eng, flow, "a") == [f"p{i}" for i in range(50)]
         assert await values(eng, flow, "a", "counts") == [50]
         assert await values(eng, sync_flow, "s") == ["s0", "s1", "s2"]
-    assert Gates.observed["async"] == ({"phase": "download"}, 52)
-    assert Gates.observed["sync"] == ("phase one", 5)
+    assert gates.observed["async"] == ({"phase": "download"}, 52)
+    assert gates.observed["sync"] == ("phase one", 5)
 
 
 async def test_rpc_handlers_cannot_write_through_their_context(
     engine_config: EngineConfig,
 ) -> None:
-    flow = flow_with(AnnounceAsync())
-    Gates.async_gate = asyncio.Event()
-    Gates.async_gate.set()
+    gates = Gates()
+    flow = flow_with(AnnounceAsync(), gates)
+    gates.async_gate.set()
     async with running_engine([flow], engine_config) as eng:
         await eng.start_flow(type(flow), "f1")
         with pytest.raises(DefinitionError, match="RPC handlers cannot write Streams"):
@@ -484,12 +490,12 @@ class TypingAsync(Step[None]):
         writer.write("Hel")
         writer.write("")
         writer.write("lo")
-        Gates.observed["first"].set()
-        await Gates.observed["advanced"].wait()
+        self.flow.gates.observed["first"].set()
+        await self.flow.gates.observed["advanced"].wait()
         writer.write(" wor")
         writer.write("ld")
-        Gates.observed["second"].set()
-        await Gates.observed["finish"].wait()
+        self.flow.gates.observed["second"].set()
+        await self.flow.gates.observed["finish"].wait()
         return graceful_complete()
 
 
@@ -508,7 +514,7 @@ class TypingNothing(Step[None]):
         assert writer.flush() == []
         io = context.step_io
         assert io is not None
-        Gates.observed["beats"] = io.heartbeats
+        self.flow.gates.observed["beats"] = io.heartbeats
         return graceful_complete()
 
 
@@ -516,8 +522,8 @@ class TypingSync(Step[None]):
     def execute(self, context: Context, input: None) -> Iterator[StepOutput]:
         writer = self.flow.progress.buffered_text(context)
         yield from writer.write("a")
-        Gates.thread_ready.set()
-        Gates.thread_gate.wait(WAIT)  # the test moves the clock one second on
+        self.flow.gates.thread_ready.set()
+        self.flow.gates.thread_gate.wait(WAIT)  # the test moves the clock one second on
         yield from writer.write("b")  # a second has passed: "ab" goes out now
         yield from writer.write("c")
         yield from writer.flush()  # the explicit final flush
@@ -529,21 +535,21 @@ async def test_buffered_writer_flushes_each_second_and_at_the_end(
     engine_config: EngineConfig,
 ) -> None:
     clock = ManualClock()
-    Gates.observed = {k: asyncio.Event() for k in ("first", "advanced", "second", "finish")}
-    flow = flow_with(TypingAsync())
+    gates = Gates(observed={k: asyncio.Event() for k in ("first", "advanced", "second", "finish")})
+    flow = flow_with(TypingAsync(), gates)
     async with running_engine([flow], dataclasses.replace(engine_config, clock=clock)) as eng:
         await eng.start_flow(type(flow), "f1")
-        await asyncio.wait_for(Gates.observed["first"].wait(), WAIT)
+        await asyncio.wait_for(gates.observed["first"].wait(), WAIT)
         assert await values(eng, flow, "f1") == []  # buffered, not sent yet
         clock.advance(1.0)
         message = await eng.read_stream("f1", "progress", wait_seconds=WAIT, flow_type=type(flow))
         assert message is not None and message.value == "Hello"  # empty chunk ignored
         # The first message there is, and it went out only once the clock had moved.
         assert message.created_at == datetime.fromtimestamp(clock.now(), UTC)
-        Gates.observed["advanced"].set()
-        await asyncio.wait_for(Gates.observed["second"].wait(), WAIT)
+        gates.observed["advanced"].set()
+        await asyncio.wait_for(gates.observed["second"].wait(), WAIT)
         assert await values(eng, flow, "f1") == ["Hello"]
-        Gates.observed["finish"].set()
+        gates.observed["finish"].set()
         assert (await finished(eng, "f1")).status == "COMPLETED"
         assert await values(eng, flow, "f1") == ["Hello", " world"]
 
@@ -564,27 +570,27 @@ async def test_buffered_writer_flushes_at_the_utf8_soft_threshold_without_splitt
 async def test_buffered_writer_with_an_empty_buffer_sends_nothing(
     engine_config: EngineConfig,
 ) -> None:
-    Gates.observed = {}
-    flow = flow_with(TypingNothing())
+    gates = Gates()
+    flow = flow_with(TypingNothing(), gates)
     async with running_engine([flow], engine_config) as eng:
         await eng.start_flow(type(flow), "f1")
         assert (await finished(eng, "f1")).status == "COMPLETED"
         assert await values(eng, flow, "f1") == []
-    assert Gates.observed["beats"] == 0  # no message, no implicit heartbeat
+    assert gates.observed["beats"] == 0  # no message, no implicit heartbeat
 
 
 async def test_sync_buffered_writer_checks_elapsed_time_on_write(
     engine_config: EngineConfig,
 ) -> None:
     clock = ManualClock()
-    Gates.thread_gate, Gates.thread_ready = threading.Event(), threading.Event()
-    flow = flow_with(TypingSync())
+    gates = Gates()
+    flow = flow_with(TypingSync(), gates)
     async with running_engine([flow], dataclasses.replace(engine_config, clock=clock)) as eng:
         await eng.start_flow(type(flow), "f1")
-        assert await asyncio.to_thread(Gates.thread_ready.wait, WAIT)
+        assert await asyncio.to_thread(gates.thread_ready.wait, WAIT)
         assert await values(eng, flow, "f1") == []
         clock.advance(1.0)
-        Gates.thread_gate.set()
+        gates.thread_gate.set()
         assert (await finished(eng, "f1")).status == "COMPLETED"
         assert await values(eng, flow, "f1") == ["ab", "c", "d"]
 

@@ -34,20 +34,24 @@ from engine import (
 from engine.testing import settle, waiting_calls
 from tests.conftest import running_engine
 from tests.support import travel_app
-from tests.support.travel_app import LockFlow, OrderFlow, flows
+from tests.support.travel_app import Hold, LockFlow, OrderFlow, flows
 from tests.support.waiting import eventually
 
 
 @pytest.fixture(autouse=True)
 def _reset() -> None:
     travel_app.BEHAVIOUR["charge"] = "ok"
-    travel_app.HOLD.clear()
-    travel_app.HOLD_CALLS.clear()
 
 
 @pytest.fixture
-async def eng(engine_config: EngineConfig) -> AsyncIterator[Engine]:
-    async with running_engine(flows(), engine_config) as running:
+def hold() -> Hold:
+    """The test's own Hold, handed to the LockFlow ``eng`` registers."""
+    return Hold()
+
+
+@pytest.fixture
+async def eng(engine_config: EngineConfig, hold: Hold) -> AsyncIterator[Engine]:
+    async with running_engine(flows(hold), engine_config) as running:
         yield running
 
 
@@ -56,11 +60,11 @@ async def events(eng: Engine, flow_id: str, run_id: str | None = None) -> list[A
 
 
 async def test_a_running_run_closes_as_terminated_and_its_attempt_is_discarded(
-    eng: Engine,
+    eng: Engine, hold: Hold
 ) -> None:
-    gate = travel_app.HOLD["h"] = threading.Event()
+    gate = hold.gates["h"] = threading.Event()
     started = await eng.start_flow(LockFlow, "locked", "h")
-    await eventually(lambda: travel_app.HOLD_CALLS == ["h"], what="HoldStep's first attempt")
+    await eventually(lambda: hold.calls == ["h"], what="HoldStep's first attempt")
     # HoldStep-1 runs and holds the ``total`` lock: an RPC on it conflicts.
     with pytest.raises(RPCLockConflictError):
         await eng.invoke_rpc("add", "locked", 5)
@@ -84,7 +88,7 @@ async def test_a_running_run_closes_as_terminated_and_its_attempt_is_discarded(
     assert (await eng.get_attributes("locked", run_id=started.run_id)).values == {}
     assert (await eng.get_attributes("locked")).values == {"total": 1}
     assert (await eng.wait_for_flow("locked", started.run_id)).status == "TERMINATED"
-    assert travel_app.HOLD_CALLS == ["h", "h"]
+    assert hold.calls == ["h", "h"]
 
 
 async def test_outside_writes_after_the_point_are_reapplied_in_commit_order(eng: Engine) -> None:

@@ -4,6 +4,7 @@ between the report's commit and a Stop, made deterministic with a gated RPC."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -172,11 +173,13 @@ async def test_stop_and_status_of_a_missing_flow_are_404(make_client: Any) -> No
     assert (other_status.status_code, other_status.json()["code"]) == (404, "FLOW_NOT_FOUND")
 
 
+@dataclasses.dataclass
 class RaceGate:
-    """Holds the Stop between its snapshot and its commit (fresh events per test)."""
+    """Holds the Stop between its snapshot and its commit: a test makes its own and hands it
+    to the GatedReportFlow it registers."""
 
-    snapshot_taken: asyncio.Event
-    release: asyncio.Event
+    snapshot_taken: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    release: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 class GatedReportFlow(Flow[ReportInput]):
@@ -188,22 +191,25 @@ class GatedReportFlow(Flow[ReportInput]):
     report = ReportFlow.report
     report_progress = ReportFlow.report_progress
 
+    def __init__(self, gate: RaceGate) -> None:
+        self.gate = gate
+
     def get_steps(self) -> StepList[ReportInput]:
         return ReportFlow.get_steps(self)  # type: ignore[arg-type]
 
     @rpc(timeout=timedelta(seconds=30))
     async def stop_report(self, context: Context, input: None) -> RPCResult[bool]:
         decided: RPCResult[bool] = ReportFlow.stop_report(self, context, input)
-        RaceGate.snapshot_taken.set()
-        await RaceGate.release.wait()
+        self.gate.snapshot_taken.set()
+        await self.gate.release.wait()
         return decided
 
 
 async def test_a_report_committed_between_the_stops_snapshot_and_commit_is_delivered(
     engine_config: EngineConfig,
 ) -> None:
-    RaceGate.snapshot_taken, RaceGate.release = asyncio.Event(), asyncio.Event()
-    async with running_engine([GatedReportFlow()], engine_config) as eng:
+    gate = RaceGate()
+    async with running_engine([GatedReportFlow(gate)], engine_config) as eng:
         await eng.start_flow(
             GatedReportFlow,
             "race",
@@ -212,12 +218,12 @@ async def test_a_report_committed_between_the_stops_snapshot_and_commit_is_deliv
             StartFlowOptions(initial_attributes={"report-status": "generating"}),
         )
         stopping = asyncio.create_task(eng.invoke_rpc("stop_report", "race"))
-        await asyncio.wait_for(RaceGate.snapshot_taken.wait(), 5)
+        await asyncio.wait_for(gate.snapshot_taken.wait(), 5)
         ready = await eng.wait_for_attribute_match(
             "race", "report-status", "EQ", REPORT_READY, wait_seconds=10
         )
         assert ready.matched
-        RaceGate.release.set()
+        gate.release.set()
         # Not rejected, though the Step it cancels has already finished.
         assert await stopping is True
         done = await eng.wait_for_flow("race", wait_seconds=10)

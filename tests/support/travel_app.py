@@ -6,12 +6,14 @@ fixes by writing false), or while ``BEHAVIOUR`` says so (the code fix of a test 
 RPCs write a note, add to a locked total, publish a payment and delete a message, so a test
 can put outside writes after any point; nothing waits on the ``mail`` Channel, so messages a
 client publishes there stay pending. ``RefundFlow`` is a second type for searches matching
-two types; ``NoLogFlow`` opts out of the change log.
+two types; ``NoLogFlow`` opts out of the change log. ``LockFlow``'s Step holds a lock for as
+long as the test's ``Hold``, handed to that LockFlow instance (``flows(hold)``), keeps it.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI
@@ -150,22 +152,29 @@ class NoLogFlow(Flow[None]):
         return RPCResult(value)
 
 
-#: Set by a test: HoldStep's first execution waits for it (holding its lock).
-HOLD: dict[str, threading.Event] = {}
-#: How many times HoldStep's execute began.
-HOLD_CALLS: list[str] = []
+@dataclass
+class Hold:
+    """What a test holds HoldStep with, handed to the LockFlow it registers."""
+
+    #: Set by a test: HoldStep's first execution with that input waits for the event (holding
+    #: its lock).
+    gates: dict[str, threading.Event] = field(default_factory=dict)
+    #: The input of each HoldStep execute that began, in order.
+    calls: list[str] = field(default_factory=list)
 
 
 class HoldStep(Step[str]):
-    """Takes the ``total`` lock for its execute; its first execution waits for ``HOLD``."""
+    """Takes the ``total`` lock for its execute; its first execution waits for its Flow's
+    ``hold`` gate of that input, if the test set one."""
 
     def get_step_options(self) -> StepOptions:
         return StepOptions(execute_lock_attributes=(LockFlow.total.lock(),))
 
     def execute(self, context: Context, input: str) -> StepDecision:
-        HOLD_CALLS.append(input)
-        gate = HOLD.get(input)
-        if gate is not None and len(HOLD_CALLS) == 1:
+        hold: Hold = self.flow.hold
+        hold.calls.append(input)
+        gate = hold.gates.get(input)
+        if gate is not None and len(hold.calls) == 1:
             # A ``def`` handler cannot be interrupted: it returns when the test lets it.
             gate.wait(timeout=60)
             LockFlow.total.set(context, -1)  # what the traveled attempt returns: discarded
@@ -179,6 +188,11 @@ class LockFlow(Flow[str]):
 
     total = Attribute("total", int)
 
+    def __init__(self, hold: Hold | None = None) -> None:
+        # Without one (every test but the one that holds it, and the server process of
+        # ``create``) the Flow has a Hold of its own that holds nothing.
+        self.hold = Hold() if hold is None else hold
+
     def get_steps(self) -> StepList[str]:
         return StepList.start_step(HoldStep())
 
@@ -189,9 +203,9 @@ class LockFlow(Flow[str]):
         return value
 
 
-def flows() -> list[Flow[Any]]:
-    """Return fresh instances of the time-travel Flows."""
-    return [OrderFlow(), RefundFlow(), NoLogFlow(), LockFlow()]
+def flows(hold: Hold | None = None) -> list[Flow[Any]]:
+    """Return fresh instances of the time-travel Flows, LockFlow's with ``hold``."""
+    return [OrderFlow(), RefundFlow(), NoLogFlow(), LockFlow(hold)]
 
 
 def create() -> FastAPI:
