@@ -61,7 +61,7 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
-# Every scenario in under ten minutes, then the table of issue 12's goals (bench/README.md).
+# Every scenario in under ten minutes, then the goals table (bench/goals.toml, bench/README.md).
 bench: $(BENCH_STAMP)
 	$(PY) -m bench
 

@@ -1,31 +1,39 @@
-"""Issue 12's goals, and the change log's (rows ``log1``-``log3``), as one table, read from the
-figures the scenarios returned.
+"""The goals table of ``make bench``: each row declared in ``bench/goals.toml``, judged here
+against the figures the scenarios returned.
 
-One row per goal point: its number, what it measures, the figure, the target, the ratio, and
-PASS, FAIL or "not run". For a goal stated as a ratio (register/s over the SQLAlchemy
-baseline's, say) the ratio column is that ratio; for one stated as a bound (a p50 in ms, RSS
-in MB) it is the figure over its bound, so below 1 passes an upper bound. A figure whose own
-checks failed (a lost sequence, an unfinished Flow) FAILs whatever its ratio.
+One row per goal point: its id, what it measures, the figure, the target, the ratio, and PASS,
+FAIL or "not run". For a goal stated as a ratio (register/s over the SQLAlchemy baseline's,
+say) the ratio column is that ratio; for one stated as a bound (a p50 in ms, RSS in MB) it is
+the figure over its bound, so below 1 passes an upper bound. A figure whose own checks failed
+(a lost sequence, an unfinished Flow) FAILs whatever its ratio. A row whose scenario was not
+chosen, failed or was skipped is "not run", saying which; so is one whose figure is missing
+from the results (its note names the path).
 
-Goal 5 (memory) does not fit in ``make bench``; its row comes from ``bench/results/memory.json``
-when ``make bench-memory`` has left one, with that run's date.
+The rows of goal 5 (memory) read ``bench/results/memory.json``, which ``make bench-memory``
+leaves (it does not fit in ``make bench``), with that run's date.
 
-The change log's rows: register/s and 3-Step Flows/s with the log on over the same with it off
-(the change_log scenario, same run, alternating rounds), at least 0.90 each; the bytes it adds
-per write, reported (target "report": PASS when its figures were checked against the database);
-its chunked append flatness is goal 6b, which chunked_append measures with the log on.
+``goals.toml``'s head describes its keys. What a path cannot say is a function in
+``DERIVED``, named from the file.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-MEMORY_RESULTS = Path(__file__).resolve().parent / "results" / "memory.json"
+HERE = Path(__file__).resolve().parent
+GOALS_FILE = HERE / "goals.toml"
+MEMORY_RESULTS = HERE / "results" / "memory.json"
+#: The "scenario" of goal 5's rows: the last ``make bench-memory`` summary, not a scenario of
+#: ``make bench``.
+MEMORY = "memory"
 PASS, FAIL, NOT_RUN = "PASS", "FAIL", "not run"
+COMPARES = ("at_least", "at_most", "all", "report")
+OVER_BOUND = "over_bound"
 
 
 @dataclass(frozen=True)
@@ -41,16 +49,290 @@ class Goal:
     note: str = ""
 
 
-def _at_least(value: float, bound: float, ok: bool = True) -> str:
-    return PASS if ok and value >= bound else FAIL
+@dataclass(frozen=True)
+class Check:
+    """A figure that must be true (``checks``, ``requires``, ``pass_only_if``) and the note
+    shown when it is not."""
+
+    path: str
+    note: str = ""
 
 
-def _at_most(value: float, bound: float, ok: bool = True) -> str:
-    return PASS if ok and value <= bound else FAIL
+@dataclass(frozen=True)
+class GoalSpec:
+    """One ``[[goal]]`` of goals.toml (its head describes the keys)."""
+
+    id: str
+    what: str
+    scenario: str
+    compare: str
+    target: str
+    figure: str
+    value: str | None = None
+    bound: float | None = None
+    ratio: str | None = None
+    checks: tuple[Check, ...] = ()
+    requires: tuple[Check, ...] = ()
+    pass_only_if: Check | None = None
+    note: str = ""
+    values: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
-def _not_run(goal: str, what: str, target: str, why: str) -> Goal:
-    return Goal(goal, what, "-", target, None, NOT_RUN, why)
+# -- derived figures: what a path cannot say ----------------------------------------------------
+
+_SEARCH_FULL_RATIO = "search_p50_1m_over_100k"
+
+
+def search_quick_sizes(figures: Mapping[str, Any]) -> str:
+    """4c's note: "quick sizes: 100k / 10k" when ``search`` ran smaller than the goal's
+    1,000,000 over 100,000 Flows (its ``ratio_name`` spells the sizes), else ""."""
+    name = str(figures["ratio_name"])
+    if name == _SEARCH_FULL_RATIO:
+        return ""
+    return "quick sizes: " + name.removeprefix("search_p50_").replace("_over_", " / ")
+
+
+def search_plans(figures: Mapping[str, Any]) -> dict[str, Any]:
+    """4d: the table scans in ``search``'s plans at every size, and the calls whose SQL was
+    not captured (no plan to judge: that fails too). ``shown``: the figure; ``ok``: neither."""
+    scans = sorted({s for found in figures["scans"].values() for s in found})
+    unseen = sorted(
+        f"{kind} at {size}"
+        for size, at_size in figures["by_size"].items()
+        for kind, statements in at_size["plans"].items()
+        if not statements
+    )
+    shown = "; ".join(scans) if scans else "none at " + " and ".join(figures["scans"])
+    if unseen:
+        shown += "; no plan captured: " + ", ".join(unseen)
+    return {"shown": shown, "ok": not scans and not unseen}
+
+
+#: The functions a row's ``{ fn = "name" }`` value may name: each takes a scenario's figures.
+DERIVED: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "search_quick_sizes": search_quick_sizes,
+    "search_plans": search_plans,
+}
+_OPS = ("path", "sum", "max", "ratio_of", "fn")
+
+
+# -- reading goals.toml -------------------------------------------------------------------------
+
+_KEYS = set(GoalSpec.__dataclass_fields__)
+
+
+def load_goals(path: Path = GOALS_FILE) -> list[GoalSpec]:
+    """Read and check the rows of goals.toml, in order."""
+    with path.open("rb") as f:
+        data = tomllib.load(f)
+    specs = [_spec(raw) for raw in data.get("goal", [])]
+    ids = [s.id for s in specs]
+    duplicated = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicated:
+        raise ValueError(f"{path.name}: goal ids used twice: {duplicated}")
+    return specs
+
+
+def _spec(raw: dict[str, Any]) -> GoalSpec:
+    where = f"goal {raw.get('id', '?')}"
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown}")
+    spec = GoalSpec(
+        **{
+            **raw,
+            "checks": tuple(_check(c, where) for c in raw.get("checks", [])),
+            "requires": tuple(_check(c, where) for c in raw.get("requires", [])),
+            "pass_only_if": _check(raw["pass_only_if"], where) if "pass_only_if" in raw else None,
+        }
+    )
+    if spec.compare not in COMPARES:
+        raise ValueError(f"{where}: compare {spec.compare!r} is not one of {COMPARES}")
+    if spec.compare in ("at_least", "at_most") and (spec.value is None or spec.bound is None):
+        raise ValueError(f"{where}: {spec.compare} needs a value and a bound")
+    if spec.ratio == OVER_BOUND and (spec.value is None or spec.bound is None):
+        raise ValueError(f"{where}: ratio {OVER_BOUND!r} needs a value and a bound")
+    for name, how in spec.values.items():
+        if len(how) != 1 or next(iter(how)) not in _OPS:
+            raise ValueError(f"{where}: value {name!r} needs one of {_OPS}, not {sorted(how)}")
+        if "fn" in how and how["fn"] not in DERIVED:
+            raise ValueError(f"{where}: value {name!r}: no function {how['fn']!r} in DERIVED")
+    notes = [c.note for c in (*spec.checks, *spec.requires, spec.pass_only_if) if c is not None]
+    for text in (spec.figure, spec.note, *notes):
+        list(_pieces(text))  # balanced braces, or ValueError now rather than mid-run
+    return spec
+
+
+def _check(raw: dict[str, Any], where: str) -> Check:
+    if set(raw) - {"path", "note"} or "path" not in raw:
+        raise ValueError(f"{where}: a check is {{ path, note }}, not {raw}")
+    return Check(**raw)
+
+
+# -- paths and templates ------------------------------------------------------------------------
+
+
+def _pieces(text: str) -> Iterator[tuple[str, bool]]:
+    """Split a template into literal text (False) and the insides of its {fields} (True);
+    braces nest, ``{{`` and ``}}`` are literal braces."""
+    literal: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in "{}" and text[i : i + 2] == ch * 2:
+            literal.append(ch)
+            i += 2
+        elif ch == "}":
+            raise ValueError(f"unbalanced '}}' in {text!r}")
+        elif ch == "{":
+            depth, end = 1, i + 1
+            while depth and end < len(text):
+                depth += {"{": 1, "}": -1}.get(text[end], 0)
+                end += 1
+            if depth:
+                raise ValueError(f"unbalanced '{{' in {text!r}")
+            if literal:
+                yield "".join(literal), False
+                literal = []
+            yield text[i + 1 : end - 1], True
+            i = end
+        else:
+            literal.append(ch)
+            i += 1
+    if literal:
+        yield "".join(literal), False
+
+
+def _outside(text: str) -> Iterator[tuple[int, str]]:
+    """The characters of ``text`` outside any {field} or [key], with their index."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        elif depth == 0:
+            yield i, ch
+
+
+def _segments(path: str) -> list[tuple[str, bool]]:
+    """Split a path at its dots and brackets outside {fields}: ``a.b[c: d].e{f.g}`` gives
+    ``a``, ``b``, ``c: d`` (bracketed: True), ``e{f.g}``."""
+    segments: list[tuple[str, bool]] = []
+    text: list[str] = []
+    depth, i = 0, 0
+    while i < len(path):
+        ch = path[i]
+        if depth == 0 and ch in ".[":
+            if text:
+                segments.append(("".join(text), False))
+                text = []
+            if ch == "[":
+                end = path.find("]", i)
+                if end < 0:
+                    raise ValueError(f"unbalanced '[' in {path!r}")
+                segments.append((path[i + 1 : end], True))
+                i = end
+        else:
+            depth += {"{": 1, "}": -1}.get(ch, 0)
+            text.append(ch)
+        i += 1
+    if text:
+        segments.append(("".join(text), False))
+    if not segments:
+        raise ValueError(f"empty path {path!r}")
+    return segments
+
+
+class _Figures:
+    """One row's view of a scenario's figures: its paths, its derived values, its templates."""
+
+    def __init__(self, spec: GoalSpec, figures: Mapping[str, Any]) -> None:
+        self._spec = spec
+        self._figures = figures
+        self._named: dict[str, Any] = {}
+
+    def one(self, path: str) -> Any:
+        """The figure at ``path`` (a list of them when it has a ``*`` segment)."""
+        found, many = self._walk(path)
+        return found if many else found[0]
+
+    def every(self, path: str) -> list[Any]:
+        """Every figure ``path`` names: one, or one per match of its ``*`` segments."""
+        return self._walk(path)[0]
+
+    def holds(self, path: str, *, missing: bool | None = None) -> bool:
+        """Whether every figure at ``path`` is true; when there is none, ``missing`` (or the
+        KeyError, when None)."""
+        try:
+            return all(bool(v) for v in self.every(path))
+        except KeyError:
+            if missing is None:
+                raise
+            return missing
+
+    def format(self, text: str) -> str:
+        """Fill a template's ``{path:format}`` fields."""
+        out: list[str] = []
+        for piece, is_field in _pieces(text):
+            if not is_field:
+                out.append(piece)
+                continue
+            colon = max((i for i, ch in _outside(piece) if ch == ":"), default=-1)
+            path, spec = (piece[:colon], piece[colon + 1 :]) if colon >= 0 else (piece, "")
+            out.append(format(self.one(path), spec))
+        return "".join(out)
+
+    def _walk(self, path: str) -> tuple[list[Any], bool]:
+        segments = [
+            (self.format(text), quoted, text == "*" and not quoted)
+            for text, quoted in _segments(path)
+        ]
+        head, quoted, _ = segments[0]
+        named = head in self._spec.values or (head == "value" and self._spec.value is not None)
+        if not quoted and named:
+            found, rest = [self._name(head)], segments[1:]
+        else:
+            found, rest = [self._figures], segments
+        many = False
+        for key, _, wild in rest:
+            step: list[Any] = []
+            for item in found:
+                if wild:
+                    step.extend(item.values() if isinstance(item, Mapping) else item)
+                elif isinstance(item, Mapping) and key in item:
+                    step.append(item[key])
+                elif isinstance(item, list) and key.isdigit() and int(key) < len(item):
+                    step.append(item[int(key)])
+                else:
+                    raise KeyError(path)
+            found, many = step, many or wild
+        return found, many
+
+    def _name(self, name: str) -> Any:
+        if name not in self._named:
+            self._named[name] = self._derive(name)
+        return self._named[name]
+
+    def _derive(self, name: str) -> Any:
+        if name not in self._spec.values:  # "value": the compared figure
+            if self._spec.value is None:
+                raise KeyError(name)
+            return self.one(self._spec.value)
+        ((how, arg),) = self._spec.values[name].items()
+        if how == "path":
+            return self.one(arg)
+        if how == "sum":
+            return sum(self.every(arg))
+        if how == "max":
+            return max(v for p in ([arg] if isinstance(arg, str) else arg) for v in self.every(p))
+        if how == "ratio_of":
+            top, bottom = (self.one(x) if isinstance(x, str) else x for x in arg)
+            return top / bottom
+        return DERIVED[arg](self._figures)
+
+
+# -- the table ----------------------------------------------------------------------------------
 
 
 def scenario(results: Mapping[str, Any], name: str) -> tuple[dict[str, Any] | None, str]:
@@ -65,259 +347,57 @@ def scenario(results: Mapping[str, Any], name: str) -> tuple[dict[str, Any] | No
     return got, ""
 
 
-def _register(results: Mapping[str, Any]) -> list[Goal]:
-    what = [
-        ("1a", "register on one Flow over HTTP (32 conn.) / SQLAlchemy insert+commit", "≥ 2×"),
-        ("1b", "register on one Flow over HTTP (32 conn.) / pydantic echo", "≥ 0.25×"),
-        ("1c", "register under load: every response 201, no sequence lost or duplicated", "all"),
-    ]
-    got, why = scenario(results, "http_register")
-    if got is None:
-        return [_not_run(g, w, t, why) for g, w, t in what]
-    par, ratios = got["parallel"], got["ratios"]
-    reg, sqla, echo = par["register"], par["sqla"], par["echo"]
-    ok = bool(reg["state_ok"])
-    over_sqla = ratios["register_per_s_over_sqla_commit_per_s"]
-    over_echo = ratios["register_per_s_over_pydantic_echo_per_s"]
-    cut = sum(r["cut_off_in_flight"] for r in reg["rounds"])
-    dups = sum(r["sequences"]["duplicates"] for r in reg["rounds"])
-    checks = (
-        f"{reg['ok']:,} 201s, {sum(reg['non_201'].values())} other, {dups} dup., {cut} in flight"
-    )
-    return [
-        Goal(
-            "1a",
-            what[0][1],
-            f"{reg['ok_per_second']:,.0f} vs {sqla['ok_per_second']:,.0f} /s",
-            what[0][2],
-            over_sqla,
-            _at_least(over_sqla, 2.0, ok),
-        ),
-        Goal(
-            "1b",
-            what[1][1],
-            f"{reg['ok_per_second']:,.0f} vs {echo['ok_per_second']:,.0f} /s",
-            what[1][2],
-            over_echo,
-            _at_least(over_echo, 0.25, ok),
-        ),
-        Goal("1c", what[2][1], checks, what[2][2], None, PASS if ok else FAIL),
-    ]
+def _not_run(spec: GoalSpec, why: str) -> Goal:
+    return Goal(spec.id, spec.what, "-", spec.target, None, NOT_RUN, why)
 
 
-def _rpc(results: Mapping[str, Any]) -> list[Goal]:
-    what, target = "RPCs on distinct Flows over HTTP / SQLAlchemy insert+commit", "≥ 4×"
-    got, why = scenario(results, "rpc_roundtrip")
-    if got is None:
-        return [_not_run("2", what, target, why)]
-    par = got["parallel"]
-    value = got["ratios"]["rpc_per_s_over_sqla_commit_per_s"]
-    figure = f"{par['rpc']['ok_per_second']:,.0f} vs {par['sqla']['ok_per_second']:,.0f} /s"
-    note = "" if got["checks_ok"] else "stored counts did not match the 2xx"
-    return [Goal("2", what, figure, target, value, _at_least(value, 4.0, got["checks_ok"]), note)]
-
-
-def _flows(results: Mapping[str, Any]) -> list[Goal]:
-    pairs = [
-        ("3a", "async def", "dexlite async def", "DBOS async WAL"),
-        ("3b", "def", "dexlite def", "DBOS def WAL"),
-    ]
-    got, why = scenario(results, "flow_throughput")
-    rows = []
-    for goal, steps, dex, dbos in pairs:
-        what = f"3-Step Flows to completion, {steps} Steps / DBOS Transact (WAL, FULL)"
-        if got is None or not got.get("dbos_installed", False):
-            rows.append(_not_run(goal, what, "≥ 5×", why or "DBOS Transact not installed"))
-            continue
-        runs = got["runs"]
-        value = got["ratios"][f"{dex} / {dbos}: flows_per_second"]
-        figure = (
-            f"{runs[dex]['flows_per_second']:,.0f} vs {runs[dbos]['flows_per_second']:,.0f} Flows/s"
-        )
-        ok = bool(got["all_completed"])
-        note = "" if ok else "not every Flow completed"
-        rows.append(Goal(goal, what, figure, "≥ 5×", value, _at_least(value, 5.0, ok), note))
-    return rows
-
-
-def _search(results: Mapping[str, Any]) -> list[Goal]:
-    search_kinds = ("keyword_equality", "int_range", "int_range_second_page")
-    what = [
-        ("4a", "SearchFlows p50 at 100,000 Flows (worst of keyword, range, 2nd page)", "≤ 5 ms"),
-        ("4b", "GetAttributes p50 at 100,000 Flows", "≤ 1 ms"),
-        ("4c", "SearchFlows p50 at 1,000,000 / at 100,000 Flows (worst kind)", "≤ 1.5×"),
-        ("4d", "SearchFlows and GetAttributes plans: indexes, no table scan", "no scan"),
-    ]
-    got, why = scenario(results, "search")
-    if got is None:
-        return [_not_run(g, w, t, why) for g, w, t in what]
-    rows = []
-    at = got["by_size"].get("100k")
-    ok = bool(got["checks_ok"])
-    if at is None:
-        rows.append(_not_run(*what[0], "no 100,000-Flow size in this run"))
-        rows.append(_not_run(*what[1], "no 100,000-Flow size in this run"))
+def _row(spec: GoalSpec, results: Mapping[str, Any], memory: Mapping[str, Any] | None) -> Goal:
+    if spec.scenario == MEMORY:
+        figures, why = memory, "run make bench-memory"
     else:
-        worst = max(search_kinds, key=lambda k: at[k]["p50_ms"])
-        p50 = at[worst]["p50_ms"]
-        shown = " / ".join(f"{at[k]['p50_ms']:.1f}" for k in search_kinds) + " ms"
-        rows.append(Goal("4a", what[0][1], shown, what[0][2], p50 / 5.0, _at_most(p50, 5.0, ok)))
-        p50 = at["get_attributes"]["p50_ms"]
-        rows.append(
-            Goal("4b", what[1][1], f"{p50:.2f} ms", what[1][2], p50, _at_most(p50, 1.0, ok))
-        )
-    name = got["ratio_name"]
-    by_kind = got["ratios"][name]
-    worst = max(search_kinds, key=lambda k: by_kind[k])
-    shown = " / ".join(f"{by_kind[k]:.2f}" for k in search_kinds) + "×"
-    sizes = name.removeprefix("search_p50_").replace("_over_", " / ")
-    note = "" if name == "search_p50_1m_over_100k" else f"quick sizes: {sizes}"
-    rows.append(
-        Goal(
-            "4c",
-            what[2][1],
-            shown,
-            what[2][2],
-            by_kind[worst],
-            _at_most(by_kind[worst], 1.5, ok),
-            note,
-        )
-    )
-    scans = sorted({s for found in got["scans"].values() for s in found})
-    # A call whose SQL was not captured has no plan to judge: that fails too.
-    unseen = sorted(
-        f"{kind} at {size}"
-        for size, at_size in got["by_size"].items()
-        for kind, statements in at_size["plans"].items()
-        if not statements
-    )
-    shown = "; ".join(scans) if scans else "none at " + " and ".join(got["scans"])
-    if unseen:
-        shown += "; no plan captured: " + ", ".join(unseen)
-    rows.append(Goal("4d", what[3][1], shown, what[3][2], None, FAIL if scans or unseen else PASS))
-    return rows
+        figures, why = scenario(results, spec.scenario)
+    if figures is None:
+        return _not_run(spec, why)
+    view = _Figures(spec, figures)
+    for need in spec.requires:
+        if not view.holds(need.path, missing=False):
+            return _not_run(spec, need.note)
+    try:
+        return _judged(spec, view)
+    except KeyError as exc:  # a figure missing: say which, go on
+        return _not_run(spec, f"missing {exc}")
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        return _not_run(spec, f"cannot judge its figures: {exc}")
 
 
-def _memory(memory: Mapping[str, Any] | None) -> list[Goal]:
-    what = [
-        ("5a", "server RSS after 100,000 Flows and 1,000,000 RPCs", "< 300 MB"),
-        ("5b", "server RSS growth over a further 10 minutes of the same load", "< 5 MB"),
-    ]
-    if memory is None:
-        return [_not_run(g, w, t, "run make bench-memory") for g, w, t in what]
-    rss = memory["rss_mb"]
-    dated = f"memory.json of {memory['finished_at']}"
-    sizes = f"{memory['flows']:,} Flows, {memory['rpcs']:,} RPCs, +{memory['minutes']:g} min"
-    full = bool(memory.get("full_size"))
-    note = dated if full else f"{dated}, a smaller run ({sizes}): run make bench-memory"
-    after, growth = rss["after_first_phase"], rss["final_phase"]
-
-    def verdict(ok: bool) -> str:
+def _judged(spec: GoalSpec, view: _Figures) -> Goal:
+    figure = view.format(spec.figure)
+    failed = [c for c in spec.checks if not view.holds(c.path)]
+    passed = not failed
+    # load_goals saw that a comparison, or a ratio over the bound, has a value and a bound.
+    value: Any = None if spec.value is None else view.one("value")
+    bound: Any = spec.bound
+    if spec.compare == "at_least":
+        passed = value >= bound and passed
+    elif spec.compare == "at_most":
+        passed = value <= bound and passed
+    ratio: float | None
+    if spec.ratio is None:
+        ratio = None
+    elif spec.ratio == OVER_BOUND:
+        ratio = value / bound
+    else:
+        ratio = view.one(spec.ratio)
+    verdict = PASS if passed else FAIL
+    notes = [view.format(spec.note)]
+    if spec.pass_only_if is not None and not view.holds(spec.pass_only_if.path, missing=False):
         # A smaller run can show a failure, not that the goal's sizes pass.
-        return FAIL if not ok else PASS if full else NOT_RUN
-
-    return [
-        Goal(
-            "5a",
-            what[0][1],
-            f"{after:.0f} MB (max {rss['max']:.0f})",
-            what[0][2],
-            rss["max"] / 300.0,
-            verdict(memory["verdict"]["rss_ok"]),
-            note,
-        ),
-        Goal(
-            "5b",
-            what[1][1],
-            f"{growth['last_minus_first_mb']:+.1f} MB, "
-            f"slope {growth['slope_mb_per_min']:+.2f} MB/min",
-            what[1][2],
-            None,
-            verdict(memory["verdict"]["growth_ok"]),
-            note,
-        ),
-    ]
-
-
-def _flat(results: Mapping[str, Any]) -> list[Goal]:
-    rows = []
-    got, why = scenario(results, "http_register")
-    what, target = "register p50 at 20,000 / at 300 records (HTTP, sequential)", "≤ 1.3×"
-    if got is None:
-        rows.append(_not_run("6a", what, target, why))
-    else:
-        seq = got["sequential"]
-        small, large = got["sizes"]["small"], got["sizes"]["large"]
-        value = got["ratios"][f"register_p50_{large}_over_{small}"]
-        ok = all(s["state_ok"] for s in seq.values())
-        p50_large, p50_small = (seq[f"register@{n}"]["p50_ms"] for n in (large, small))
-        figure = f"{p50_large:.2f} vs {p50_small:.2f} ms"
-        rows.append(Goal("6a", what, figure, target, value, _at_most(value, 1.3, ok)))
-    got, why = scenario(results, "chunked_append")
-    what = "chunked append p50, large / small records (in process, change log on)"
-    if got is None:
-        rows.append(_not_run("6b", what, target, why))
-    else:
-        small, large = got["sizes"]["small"], got["sizes"]["large"]
-        value = got["ratios"][f"chunked_p50_{large}_over_{small}"]
-        lat = got["latency"]
-        figure = (
-            f"{lat[f'chunked@{large}']['p50_ms']:.2f} ms at {large:,} vs "
-            f"{lat[f'chunked@{small}']['p50_ms']:.2f} at {small:,}"
-        )
-        rows.append(Goal("6b", what, figure, target, value, _at_most(value, 1.3, got["checks_ok"])))
-    return rows
-
-
-def _change_log(results: Mapping[str, Any]) -> list[Goal]:
-    what = [
-        ("log1", "register on one Flow over HTTP (32 conn.), change log on / off", "≥ 0.90×"),
-        ("log2", "3-Step Flows to completion (async def), change log on / off", "≥ 0.90×"),
-        ("log3", "bytes the change log adds per write: registration / counter RPC", "report"),
-    ]
-    got, why = scenario(results, "change_log")
-    if got is None:
-        return [_not_run(g, w, t, why) for g, w, t in what]
-    reg, flows, written = got["register"], got["flows"], got["bytes"]
-    value = got["ratios"]["register_per_s_on_over_off"]
-    ok = bool(reg["state_ok"])
-    rows = [
-        Goal(
-            "log1",
-            what[0][1],
-            f"{reg['on']['ok_per_second']:,.0f} vs {reg['off']['ok_per_second']:,.0f} /s",
-            what[0][2],
-            value,
-            _at_least(value, 0.9, ok),
-            "" if ok else "a round's replies, stored state or log did not match",
-        )
-    ]
-    value = got["ratios"]["flows_per_s_on_over_off"]
-    ok = bool(flows["ok"])
-    rows.append(
-        Goal(
-            "log2",
-            what[1][1],
-            f"{flows['on']['flows_per_second']:,.0f} vs {flows['off']['flows_per_second']:,.0f}"
-            " Flows/s",
-            what[1][2],
-            value,
-            _at_least(value, 0.9, ok),
-            "" if ok else "not every Flow completed, or the runs' log flag did not match",
-        )
+        notes = [view.format(spec.pass_only_if.note)]
+        verdict = NOT_RUN if passed else FAIL
+    notes += [view.format(c.note) for c in failed]
+    return Goal(
+        spec.id, spec.what, figure, spec.target, ratio, verdict, "; ".join(n for n in notes if n)
     )
-    register, counter = written["register"], written["counter"]
-    figure = (
-        f"{register['added_per_op']['file_bytes']:,.0f} B/reg. "
-        f"({register['added_per_write']['file_bytes']:,.0f}/write); "
-        f"{counter['added_per_op']['file_bytes']:,.0f} B/RPC"
-    )
-    ok = bool(written["ok"])
-    note = f"file bytes after {written['writes']:,} of each, log on - off" + (
-        "" if ok else "; the stored state or log did not match"
-    )
-    rows.append(Goal("log3", what[2][1], figure, what[2][2], None, PASS if ok else FAIL, note))
-    return rows
 
 
 def load_memory(path: Path = MEMORY_RESULTS) -> dict[str, Any] | None:
@@ -329,33 +409,20 @@ def load_memory(path: Path = MEMORY_RESULTS) -> dict[str, Any] | None:
     return data
 
 
-def goals(results: Mapping[str, Any], memory: Mapping[str, Any] | None) -> list[Goal]:
-    """Return every goal row from a run's results (and the memory run's, if any)."""
-    from bench._pg_goals import pg_goals  # it builds on this module's Goal
-
-    parts: list[tuple[str, Callable[[], list[Goal]]]] = [
-        ("http_register", lambda: _register(results)),
-        ("rpc_roundtrip", lambda: _rpc(results)),
-        ("flow_throughput", lambda: _flows(results)),
-        ("search", lambda: _search(results)),
-        ("memory", lambda: _memory(memory)),
-        ("chunked append", lambda: _flat(results)),
-        ("change_log", lambda: _change_log(results)),
-        ("postgres", lambda: pg_goals(results)),
-    ]
-    rows: list[Goal] = []
-    for name, part in parts:
-        try:
-            rows.extend(part())
-        except (KeyError, TypeError, ValueError) as exc:  # a figure missing: say so, go on
-            rows.append(Goal("?", f"{name} goals", "-", "-", None, NOT_RUN, f"missing {exc}"))
-    return rows
+def goals(
+    results: Mapping[str, Any],
+    memory: Mapping[str, Any] | None,
+    specs: list[GoalSpec] | None = None,
+) -> list[Goal]:
+    """Return every goal row of goals.toml (or ``specs``) from a run's results and the memory
+    run's summary, if any."""
+    return [_row(spec, results, memory) for spec in (load_goals() if specs is None else specs)]
 
 
 def print_goals(rows: list[Goal], quick: bool, info: Mapping[str, Any]) -> None:
     """Print the goals table, headed by the machine and versions it was measured on."""
     print()
-    title = "== goals (issue 12; log: the change log)" + (
+    title = "== goals: each figure against its target" + (
         " -- QUICK sizes and durations" if quick else ""
     )
     print(title + " " + "=" * max(0, 79 - len(title)))

@@ -52,7 +52,7 @@ from patterns.sequentially_chunked_attribute_map.routes import DEFAULT_FLOW_ID
 
 BASE = "/patterns/sequentially-chunked-attribute-map"
 WARMUP = 10
-#: Parallel connections of the load (issue 12 states its goal at 32).
+#: Parallel connections of the load (goals 1a and 1b are stated at 32).
 CONNECTIONS = 32
 WRK_THREADS = 2
 SMALL = 300

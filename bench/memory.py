@@ -1,4 +1,4 @@
-"""Server memory under sustained RPC load (issue 12, goal 5): ``make bench-memory``.
+"""Server memory under sustained RPC load (goal 5a and 5b): ``make bench-memory``.
 
 ``python -m bench.memory [--flows N] [--rpcs M] [--minutes T]`` starts one server
 (``uvicorn --factory bench._server:rpc_app``, SQLite with its default synchronous=FULL, a
