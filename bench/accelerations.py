@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from bench import rpc_roundtrip
 from bench._common import (
     LUA_DIR,
     combine_rounds,
@@ -77,10 +78,10 @@ ACCELERATIONS: dict[str, tuple[Mapping[str, str], str]] = {
 }
 FACTORY = "bench._server:register_and_rpc_app"
 REGISTER = "/patterns/sequentially-chunked-attribute-map"
-COUNTER_PREFIX = "bench-counter-"
-TARGETS = 256
+COUNTER_PREFIX = rpc_roundtrip.FLOW_PREFIX
+TARGETS = rpc_roundtrip.TARGETS
 REGISTER_CONNECTIONS = 32
-RPC_CONNECTIONS = 16
+RPC_CONNECTIONS = rpc_roundtrip.CONNECTIONS
 WRK_THREADS = 2
 
 
@@ -100,22 +101,8 @@ def _register(url: str, flow_id: str, seconds: int) -> dict[str, Any]:
 
 
 def _rpc(url: str, seconds: int) -> dict[str, Any]:
-    prefix, suffix = "/api/v1/flows/" + COUNTER_PREFIX, "/rpcs/increment"
-    return run_wrk(
-        url + prefix + "0" + suffix,
-        LUA_DIR / "post.lua",
-        threads=WRK_THREADS,
-        connections=RPC_CONNECTIONS,
-        seconds=seconds,
-        env={
-            "BENCH_MODE": "rotate",
-            "BENCH_PREFIX": prefix,
-            "BENCH_SUFFIX": suffix,
-            "BENCH_BODY": '{"input":1}',
-            "BENCH_TARGETS": str(TARGETS),
-            "BENCH_THREADS": str(WRK_THREADS),
-        },
-    )
+    """The rpc_roundtrip scenario's load: increments rotating over its 256 Flows."""
+    return rpc_roundtrip.load(url, rpc_roundtrip.RPC_PATH, seconds)
 
 
 def _settled(read: Any) -> Any:

@@ -119,7 +119,7 @@ def _sequential(
 # -- parallel load ----------------------------------------------------------------------------
 
 
-async def _httpx_load(url_prefix: str, suffix: str, seconds: int) -> dict[str, Any]:
+async def _httpxload(url_prefix: str, suffix: str, seconds: int) -> dict[str, Any]:
     """The fallback load when wrk is missing: CONNECTIONS asyncio workers on one client."""
     statuses: dict[int, int] = {}
     latencies: list[float] = []
@@ -147,10 +147,11 @@ async def _httpx_load(url_prefix: str, suffix: str, seconds: int) -> dict[str, A
     return fallback_summary(latencies, statuses, duration, command)
 
 
-def _load(base: str, path: tuple[str, str], seconds: int) -> dict[str, Any]:
+def load(base: str, path: tuple[str, str], seconds: int) -> dict[str, Any]:
+    """POST increments to ``base`` + ``path`` rotating over TARGETS from CONNECTIONS."""
     prefix, suffix = path
     if not wrk_path():
-        return asyncio.run(_httpx_load(base + prefix, suffix, seconds))
+        return asyncio.run(_httpxload(base + prefix, suffix, seconds))
     return run_wrk(
         base + prefix + "0" + suffix,
         LUA_DIR / "post.lua",
@@ -262,7 +263,7 @@ def _over_http(tmp: Path, sizes: dict[str, Any]) -> dict[str, Any]:
         rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in targets}
         for _ in range(sizes["rounds"]):
             for label, (base, path) in targets.items():
-                rounds[label].append(_load(base, path, sizes["round_seconds"]))
+                rounds[label].append(load(base, path, sizes["round_seconds"]))
         loads = {label: combine_rounds(r) for label, r in rounds.items()}
         time.sleep(1.0)  # let replies wrk stopped reading finish committing
         total = 0
