@@ -23,10 +23,6 @@ from fastapi import Request
 
 import engine
 
-#: The bounds the API itself defines; the settings can lower them, not raise them.
-API_MAX_PAGE_SIZE = 1000
-API_MAX_WAIT_SECONDS = 60.0
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -39,8 +35,8 @@ class Limits:
     max_query_length: int = 4096
     max_query_depth: int = 16
     max_names_per_read: int = 100
-    max_page_size: int = 1000
-    max_wait_seconds: float = 60.0
+    max_page_size: int = engine.MAX_PAGE_SIZE
+    max_wait_seconds: float = engine.MAX_WAIT_SECONDS
 
 
 def _refuse(field: str, detail: str, setting: str) -> engine.InvalidArgumentError:
@@ -122,7 +118,7 @@ async def check_parameters(request: Request) -> None:
             )
     # Beyond the API's own bounds (1000, 60 s) the routes answer as the API defines.
     size = _number(query.get("pageSize", ""))
-    if size is not None and limits.max_page_size < size <= API_MAX_PAGE_SIZE:
+    if size is not None and limits.max_page_size < size <= engine.MAX_PAGE_SIZE:
         raise _refuse(
             "pageSize",
             f"pageSize {size:g} is more than {limits.max_page_size}",
@@ -136,7 +132,7 @@ async def check_parameters(request: Request) -> None:
 def check_wait(limits: Limits, seconds: float) -> None:
     """Refuse a wait longer than the limit (one longer than the API allows is the route's to
     refuse, as the API defines)."""
-    if limits.max_wait_seconds < seconds <= API_MAX_WAIT_SECONDS:
+    if limits.max_wait_seconds < seconds <= engine.MAX_WAIT_SECONDS:
         raise _refuse(
             "waitSeconds",
             f"waitSeconds {seconds:g} is more than {limits.max_wait_seconds:g}",

@@ -21,8 +21,9 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, Field, PositiveInt
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+import engine
 from app.flat_settings import FLAT_NAME_OF, FlatNamesSource
-from app.limits import API_MAX_PAGE_SIZE, API_MAX_WAIT_SECONDS, Limits
+from app.limits import Limits
 from engine.config import EngineConfig
 from engine.stream import StreamStoreConfig
 
@@ -277,13 +278,13 @@ class LimitsSettings(BaseModel):
     max_page_size: int = Field(
         _LIMITS.max_page_size,
         ge=1,
-        le=API_MAX_PAGE_SIZE,
+        le=engine.MAX_PAGE_SIZE,
         description="Largest pageSize of any listing (at most 1000).",
     )
     max_wait_seconds: float = Field(
         _LIMITS.max_wait_seconds,
         gt=0,
-        le=API_MAX_WAIT_SECONDS,
+        le=engine.MAX_WAIT_SECONDS,
         description="Longest waitSeconds of any long poll (at most 60).",
     )
 

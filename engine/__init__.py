@@ -8,6 +8,7 @@ without loading them.
 import typing
 
 from engine._enums import HistoryEventType, IdReusePolicy, IndexType, RunStatus, SubFlowReusePolicy
+from engine._limits import MAX_PAGE_SIZE, MAX_WAIT_SECONDS
 from engine.attribute import (
     Attribute,
     AttributeIndex,
@@ -175,6 +176,8 @@ __all__ = [
     "InvalidPageTokenError",
     "InvalidQueryError",
     "InvalidStepResultError",
+    "MAX_PAGE_SIZE",
+    "MAX_WAIT_SECONDS",
     "ManualClock",
     "MatchOperator",
     "NotFoundError",

@@ -35,7 +35,7 @@ from app.flow_type_schemas import FlowTypeInfo
 from app.schemas import InvokeRpcResponse
 
 #: How long each read of ``streams tail`` waits on the server for a message (its maximum).
-TAIL_WAIT_SECONDS = 60.0
+TAIL_WAIT_SECONDS = engine.MAX_WAIT_SECONDS
 
 streams = typer.Typer(
     cls=ReflowingGroup,

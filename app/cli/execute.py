@@ -35,7 +35,7 @@ from app.cli.flows import (
 from app.client import Client
 
 #: The longest wait one waitForFlow request may ask for, and ``--wait``'s default.
-MAX_WAIT_SECONDS = 60.0
+MAX_WAIT_SECONDS = engine.MAX_WAIT_SECONDS
 #: The shortest ``--wait``: shorter polls would only load the server.
 MIN_WAIT_SECONDS = 0.1
 

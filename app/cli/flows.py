@@ -265,7 +265,10 @@ def result(
     wait: Annotated[
         float,
         typer.Option(
-            "--wait", min=0, max=60, help="Seconds to wait for the run to close (0 to 60)."
+            "--wait",
+            min=0,
+            max=engine.MAX_WAIT_SECONDS,
+            help=f"Seconds to wait for the run to close (0 to {engine.MAX_WAIT_SECONDS:g}).",
         ),
     ] = 0.0,
     run_id: RunIdOption = None,

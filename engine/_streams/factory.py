@@ -51,8 +51,8 @@ def postgres_dsn(config: StreamStoreConfig, database_url: str | None) -> str:
     chosen = config.postgres_url or database_url
     if not chosen:
         raise InvalidArgumentError(
-            "the postgres Stream Store needs a PostgreSQL database: set stream_postgres_url "
-            "(DEXLITE_STREAM_POSTGRES_URL)",
+            "the postgres Stream Store needs a PostgreSQL database: set its postgres_url "
+            "(DEXLITE_STREAM__POSTGRES_URL)",
             field=POSTGRES_URL_FIELD,
         )
     try:
@@ -65,11 +65,11 @@ def postgres_dsn(config: StreamStoreConfig, database_url: str | None) -> str:
     backend = url.get_backend_name()
     if backend != "postgresql":
         if config.postgres_url:
-            detail = f"stream_postgres_url must be a postgresql:// URL, not {backend}"
+            detail = f"the Stream Store's postgres_url must be a postgresql:// URL, not {backend}"
         else:
             detail = (
                 f"the postgres Stream Store cannot live in the engine's {backend} database: "
-                "set stream_postgres_url (DEXLITE_STREAM_POSTGRES_URL) to a PostgreSQL "
+                "set its postgres_url (DEXLITE_STREAM__POSTGRES_URL) to a PostgreSQL "
                 "database, or choose stream store backend 'memory' or 'redis'"
             )
         raise InvalidArgumentError(detail, field=POSTGRES_URL_FIELD)

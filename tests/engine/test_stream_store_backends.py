@@ -67,7 +67,7 @@ def selected_stores() -> list[str]:
 
     Redis does not depend on the engine's database, so it runs in the SQLite half only; in the
     PostgreSQL half the postgres store lives in the engine's own database, as it does when
-    ``stream_postgres_url`` is unset.
+    the Stream Store's ``postgres_url`` is unset.
     """
     chosen = os.environ.get("DEXLITE_TEST_STREAM_STORE", ",".join(STORES)).split(",")
     if unknown := set(chosen) - set(STORES):
@@ -632,7 +632,7 @@ async def test_a_shared_store_keeps_its_contents_across_an_engine_restart(
 
 def test_the_postgres_store_on_a_sqlite_database_needs_its_own_url(tmp_path: Path) -> None:
     config = engine_on(tmp_path, "a", StreamStoreConfig(backend="postgres"))
-    with pytest.raises(InvalidArgumentError, match="stream_postgres_url") as refused:
+    with pytest.raises(InvalidArgumentError, match=r"set its postgres_url \(DEXLITE_STREAM__POSTGRES_URL\)") as refused:
         Engine(Registry([NewsFlow()]), config)
     assert refused.value.field == "streamPostgresUrl"
 
