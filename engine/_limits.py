@@ -10,10 +10,10 @@ from typing import Any
 
 from engine.errors import InvalidArgumentError
 
-#: The largest page of any listing (pageSize) and of a travel by query (limit).
 MAX_PAGE_SIZE = 1000
-#: The longest wait of any long poll (waitSeconds).
+"""The largest page of any listing (pageSize) and of a travel by query (limit)."""
 MAX_WAIT_SECONDS = 60.0
+"""The longest wait, in seconds, of any long poll (waitSeconds)."""
 
 
 def check_page_size(page_size: Any, field: str = "pageSize", largest: int = MAX_PAGE_SIZE) -> None:

@@ -632,7 +632,9 @@ async def test_a_shared_store_keeps_its_contents_across_an_engine_restart(
 
 def test_the_postgres_store_on_a_sqlite_database_needs_its_own_url(tmp_path: Path) -> None:
     config = engine_on(tmp_path, "a", StreamStoreConfig(backend="postgres"))
-    with pytest.raises(InvalidArgumentError, match=r"set its postgres_url \(DEXLITE_STREAM__POSTGRES_URL\)") as refused:
+    with pytest.raises(
+        InvalidArgumentError, match=r"set its postgres_url \(DEXLITE_STREAM__POSTGRES_URL\)"
+    ) as refused:
         Engine(Registry([NewsFlow()]), config)
     assert refused.value.field == "streamPostgresUrl"
 
