@@ -149,12 +149,7 @@ class ServerProcess:
 
     def _forked(self) -> bool:
         # A test's own server (the bench's, and `dexlite serve`, start the ordinary way).
-        return (
-            not self.serve
-            and self.base_env is None
-            and not self.own_session
-            and (forking_enabled())
-        )
+        return not (self.serve or self.own_session) and self.base_env is None and forking_enabled()
 
     def _ready(self) -> bool:
         assert self.process is not None

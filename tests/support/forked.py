@@ -36,6 +36,7 @@ class _Zygote:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[str] | None = None
+        atexit.register(self.close)
 
     def _started(self) -> subprocess.Popen[str]:
         if self._process is None or self._process.poll() is not None:
@@ -49,7 +50,6 @@ class _Zygote:
                 stdout=subprocess.PIPE,
                 text=True,
             )
-            atexit.register(self.close)
         return self._process
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
