@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Protocol
-
-from sqlalchemy import Connection
+from typing import Any, Protocol
 
 from engine._runtime.activity import Activity
 from engine._runtime.handoff import HandedOff, HandOff, Handoffs, LockedCommit, nothing
 from engine._runtime.ports import Database, Notifier, OrderedWriter, StatementWriter
 from engine._storage.commits import StaleAttemptError, Unit
 from engine._storage.first_starts import FirstStart
-from engine._storage.records import AttributeWrite, CommitResult, RunInfo
+from engine._storage.records import Args, AttributeWrite, CommitResult, RunInfo
 from engine._storage.rpc_writes import COMMITTED, NOT_OPEN, RPCWrites
 from engine._storage.step_ends import StepEnd
 from engine._storage.step_moves import StepMove
@@ -31,14 +29,18 @@ COMMITS = "commits in flight"
 
 class OneStatement(Protocol):
     """A commit written as one statement, its own transaction (``step_moves``,
-    ``first_starts``): it answers whether it wrote."""
+    ``step_ends``, ``first_starts``): it answers whether it wrote."""
 
     @property
     def result(self) -> CommitResult:
         """What the commit changed, when it wrote."""
 
-    def run(self, conn: Connection, notice: tuple[str, str] | None) -> bool:
-        """Write, sending ``notice`` with the commit; False when it wrote nothing."""
+    def statement(self, claimant: str, notice: tuple[str, str] | None) -> tuple[str, Args]:
+        """The statement and its arguments, queuing Steps for ``claimant`` and sending
+        ``notice`` with the commit."""
+
+    def wrote(self, rows: Sequence[Sequence[Any]]) -> bool:
+        """Read the statement's rows: False when it wrote nothing."""
 
 
 class Committer:
@@ -106,15 +108,11 @@ class Committer:
 
     async def _commit_one(self, statements: StatementWriter, one: OneStatement) -> bool:
         """Apply ``one`` as its own transaction; publish its result when it wrote (True)."""
-        notice = self._notifier.notice(one.result)
-
-        def run(conn: Connection) -> bool:
-            return one.run(conn, notice)
-
+        sql, args = one.statement(statements.claimant, self._notifier.notice(one.result))
         self._activity.enter(COMMITS)
         try:
             started = time.perf_counter()
-            if not await statements.write_statement(run):
+            if not one.wrote(await statements.write_statement(sql, args)):
                 return False
             self._telemetry.commit(time.perf_counter() - started)
             self._notifier.publish(one.result)
@@ -135,15 +133,11 @@ class Committer:
     ) -> tuple[str, CommitResult]:
         """Apply ``writes`` as one statement dropping ``owner``'s ``taken`` lock rows; publish
         its result when it committed. Answer what happened (see ``rpc_writes``)."""
-        notice = self._notifier.notice(writes.result)
-
-        def run(conn: Connection) -> str:
-            return writes.run(conn, owner, taken, notice)
-
+        sql, args = writes.statement(owner, taken, self._notifier.notice(writes.result))
         self._activity.enter(COMMITS)
         try:
             started = time.perf_counter()
-            outcome = await statements.write_statement(run)
+            outcome = writes.outcome(await statements.write_statement(sql, args), taken)
             if outcome == COMMITTED:
                 self._telemetry.commit(time.perf_counter() - started)
                 self._notifier.publish(writes.result)

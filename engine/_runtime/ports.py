@@ -10,13 +10,14 @@ each, and nothing that uses them changes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine._runtime.handoff import LockedCommit
+from engine._storage.prepared import Prepared
 from engine._storage.records import CommitResult, QueuedStep
 from engine._streams.store_interface import StreamStore
 
@@ -54,6 +55,10 @@ class Database(Protocol):
         """Run ``query(conn)``, a read that may walk many rows (a page, recovery), against the
         last committed state and return its result."""
 
+    async def rows(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
+        """Run ``statement``, a short read of one statement, against the last committed state
+        and return its rows (tuples that also name their columns)."""
+
     async def write(self, unit: Callable[[Connection], T], *, slow: bool = False) -> T:
         """Apply ``unit(conn)`` in one transaction and return its result once committed;
         ``slow`` when it may work through many rows."""
@@ -73,10 +78,13 @@ class OrderedWriter(Protocol):
 
 
 class StatementWriter(Protocol):
-    """A database that applies a unit of exactly one statement as its own transaction."""
+    """A database that applies a single statement as its own transaction."""
 
-    async def write_statement(self, unit: Callable[[Connection], T]) -> T:
-        """Apply ``unit(conn)``, one statement, and return its result once committed."""
+    #: The ID of this process, by which Steps its commits queue are claimed for it.
+    claimant: str
+
+    async def write_statement(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        """Apply ``sql`` with positional ``args`` and return its rows once committed."""
 
 
 class BlobStore(Protocol):

@@ -22,7 +22,7 @@ import os
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine._storage.outage import PostgresTimeouts, unavailable
 from engine._storage.postgres import PostgresDatabase
-from engine._storage.prepared import through_sqlalchemy
+from engine._storage.prepared import Prepared, through_sqlalchemy
 from engine._storage.sqlite_writer import CommitUnit, SQLiteWriter, is_busy, resolve
 from engine.errors import FailedPreconditionError, InvalidArgumentError
 
@@ -195,6 +195,10 @@ class SQLiteDatabase:
                     raise error from exc
                 raise
         return await self.scan(query)
+
+    async def rows(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
+        """Run ``statement``, a short read, as :meth:`read` runs a query; return its rows."""
+        return await self.read(lambda conn: statement.rows(conn, params))
 
     async def scan(self, query: Callable[[Connection], T]) -> T:
         """Run ``query(conn)``, a read that may walk many rows (a search or history page,

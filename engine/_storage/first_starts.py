@@ -18,14 +18,12 @@ log code); so does every start on SQLite, whose writer runs statements in this p
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-from sqlalchemy import Connection
+from typing import Any
 
 from engine._enums import HistoryEventType, RunStatus
-from engine._storage import pg_direct
-from engine._storage.records import CommitResult, Phase, RunChange, StartOutcome, StartRequest
-from engine._storage.statements import CLAIMANT
+from engine._storage.records import Args, CommitResult, Phase, RunChange, StartOutcome, StartRequest
 
 SQL = """
 WITH f AS (
@@ -69,9 +67,9 @@ class FirstStart:
     #: What the commit changed, as the unit would have answered it.
     result: CommitResult
 
-    def run(self, conn: Connection, notice: tuple[str, str] | None) -> bool:
-        """Run the statement on ``conn`` (outside a transaction: it is its own); return False,
-        having written nothing, when the Flow ID is already used."""
+    def statement(self, claimant: str, notice: tuple[str, str] | None) -> tuple[str, Args]:
+        """The statement and its arguments, to run outside a transaction (it is its own),
+        queuing the start Step for ``claimant`` and sending ``notice``."""
         request = self.request
         step = request.start_step
         channel, payload = notice or (None, None)
@@ -93,13 +91,20 @@ class FirstStart:
             request.change_log,
             None if step is None else step.step_type,
             None if step is None else step.phase.value,
-            conn.info[CLAIMANT],
+            claimant,
             HistoryEventType.FLOW_STARTED.value,
             json.dumps(details, separators=(",", ":"), default=str),
             channel,
             payload,
         )
-        started, _ = pg_direct.fetch(conn, SQL, args)[0]
+        return SQL, args
+
+    def wrote(self, rows: Sequence[Sequence[Any]]) -> bool:
+        """Read the statement's answer: False, having written nothing, when the Flow ID was
+        already used."""
+        request = self.request
+        step = request.start_step
+        started, _ = rows[0]
         if not started:
             return False
         if step is not None:

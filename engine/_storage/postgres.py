@@ -12,6 +12,11 @@ commit in parallel, and PostgreSQL's own group commit shares the WAL flushes.
 A unit's last writes (its history and change-log rows, its commit notice, an RPC's lock
 release) go to the server as one statement just before it commits (see ``tail``).
 
+A statement that is its own transaction needs none of that: the point reads of a run or a
+snapshot (:meth:`PostgresDatabase.rows`), an RPC's lock take and drop, and the one-statement
+commits (``rpc_writes``, ``step_moves``, ``step_ends``, ``first_starts``) run on a second pool,
+of plain asyncpg connections (``statement_pool``), with the same timeouts and outage rules.
+
 A unit that loses a deadlock or a serialization check is rolled back by the server; it only
 touches the database, so it is replayed, a few times, before the error reaches its caller.
 
@@ -29,29 +34,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, Dialect, Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import greenlet_spawn
 
 from engine._storage.outage import PostgresTimeouts, unavailable
+from engine._storage.prepared import Prepared
 from engine._storage.schema import upgrade_postgres
+from engine._storage.statement_pool import (
+    MAX_ATTEMPTS,
+    RETRYABLE_SQLSTATES,
+    StatementPool,
+    server_settings,
+)
 from engine._storage.statements import CLAIMANT
 from engine._storage.tail import with_tail
 
 log = logging.getLogger("dexlite.postgres")
 
 T = TypeVar("T")
-
-#: SQLSTATEs of a transaction PostgreSQL rolled back for a conflict that a replay can clear.
-RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
-MAX_ATTEMPTS = 5
 
 
 class PostgresDatabase:
@@ -78,6 +86,11 @@ class PostgresDatabase:
         self.unknown_outcomes = 0
         self._engine: AsyncEngine | None = None
         self._reads: AsyncEngine | None = None
+        self._statements: StatementPool | None = None
+        self._dialect: Dialect | None = None
+
+    def _unknown_outcome(self) -> None:
+        self.unknown_outcomes += 1
 
     async def open(self) -> None:
         """Create or upgrade the schema (safe when several processes start at once), then
@@ -97,14 +110,7 @@ class PostgresDatabase:
             # fails its statement and is discarded; reads are retried once (see read).
             connect_args={
                 "timeout": timeouts.connect,
-                "server_settings": {
-                    "application_name": "dexlite",
-                    "statement_timeout": str(int(timeouts.statement * 1000)),
-                    "lock_timeout": str(int(timeouts.lock * 1000)),
-                    # The engine's statements are short; JIT compiling one costs more than it
-                    # runs (asyncpg's type introspection on a new connection, above all).
-                    "jit": "off",
-                },
+                "server_settings": server_settings(timeouts),
             },
         )
         claimant = self.claimant
@@ -113,20 +119,33 @@ class PostgresDatabase:
         def _tag(_dbapi_connection: Any, record: Any) -> None:
             record.info[CLAIMANT] = claimant
 
+        statements = StatementPool(
+            self.dsn(),
+            size=self._pool_size,
+            timeouts=timeouts,
+            on_unknown_outcome=self._unknown_outcome,
+            announce=partial(_announce, engine.sync_engine),
+        )
         try:
             async with engine.connect() as conn:
                 await conn.run_sync(upgrade_postgres)
                 await conn.commit()
+            await statements.open()
         except BaseException:
             await engine.dispose()
             raise
         self._engine = engine
+        self._dialect = engine.dialect
+        self._statements = statements
         # Reads need no transaction: each statement sees the last commit (READ COMMITTED), so
         # AUTOCOMMIT spares the BEGIN and ROLLBACK round trips around every read.
         self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def close(self) -> None:
         """Release every connection (units under way finish first: their callers await them)."""
+        if self._statements is not None:
+            await self._statements.close()
+            self._statements = None
         if self._engine is not None:
             await self._engine.dispose()
             self._engine = None
@@ -163,15 +182,30 @@ class PostgresDatabase:
         assert self._engine is not None, "database is not open"
         return await self._replayed(self._engine.sync_engine.begin, partial(with_tail, unit=unit))
 
-    async def write_statement(self, unit: Callable[[Connection], T]) -> T:
-        """Apply ``unit(conn)``, which runs exactly one statement, as that statement's own
-        transaction and return its result once committed.
+    async def rows(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
+        """Run ``statement``, a read, against the last committed state and return its rows
+        (tuples that also name their columns)."""
+        assert self._statements is not None, "database is not open"
+        compiled = statement.compiled(self._dialect)
+        found = await self._statements.fetch(compiled.sql, compiled.arguments(params))
+        return compiled.named_records(found) if found else []
+
+    async def write_statement(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        """Apply ``sql``, one statement, as its own transaction and return its rows once
+        committed.
 
         Without the BEGIN and COMMIT of :meth:`write` it is one round trip instead of three;
         the statement is atomic and durable all the same (it commits as it ends).
         """
-        assert self._reads is not None, "database is not open"
-        return await self._replayed(self._reads.sync_engine.connect, unit)
+        assert self._statements is not None, "database is not open"
+        return await self._statements.commit(sql, args)
+
+    async def write_prepared(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
+        """Apply ``statement`` as :meth:`write_statement` does; return its rows as tuples."""
+        compiled = statement.compiled(self._dialect)
+        return [
+            tuple(r) for r in await self.write_statement(compiled.sql, compiled.arguments(params))
+        ]
 
     async def _replayed(
         self,
@@ -219,6 +253,13 @@ def _on_connection(
     the event loop and back, and the check-out costs no hand-off of its own."""
     with connect() as conn:
         return work(conn)
+
+
+def _announce(engine: Engine, sql: str, args: Sequence[Any]) -> None:
+    """Call ``engine``'s ``before_cursor_execute`` listeners, if it has any, for a statement
+    run outside SQLAlchemy (``conn``, ``cursor`` and ``context`` None: there are none)."""
+    if engine._has_events and engine.dispatch.before_cursor_execute:
+        engine.dispatch.before_cursor_execute(None, None, sql, args, None, False)
 
 
 def _select_one(conn: Connection) -> None:

@@ -32,7 +32,7 @@ from sqlalchemy.sql import ClauseElement
 from engine._storage import pg_direct
 
 
-class _Compiled:
+class CompiledStatement:
     """One statement's SQLite text, the order of its parameters and how to fill them."""
 
     __slots__ = ("columns", "fixed", "order", "processors", "row", "sql")
@@ -89,13 +89,22 @@ class Prepared:
     def __init__(self, statement: Any) -> None:
         self.statement = statement
         # By dialect too: one process may reach SQLite and PostgreSQL (the bench does).
-        self._compiled: dict[tuple[str, tuple[str, ...] | None], _Compiled] = {}
+        self._compiled: dict[tuple[str, tuple[str, ...] | None], CompiledStatement] = {}
 
-    def _for(self, conn: Connection, keys: tuple[str, ...] | None) -> _Compiled:
+    def _for(self, conn: Connection, keys: tuple[str, ...] | None) -> CompiledStatement:
         key = (conn.dialect.name, keys)
         found = self._compiled.get(key)
         if found is None:
-            found = self._compiled[key] = _Compiled(self.statement, conn.dialect, keys)
+            found = self._compiled[key] = CompiledStatement(self.statement, conn.dialect, keys)
+        return found
+
+    def compiled(self, dialect: Any) -> CompiledStatement:
+        """The statement compiled for ``dialect``: its text (``sql``), ``arguments(params)``
+        in the text's order, and ``named_records(records)`` for asyncpg's rows."""
+        key = (dialect.name, None)
+        found = self._compiled.get(key)
+        if found is None:
+            found = self._compiled[key] = CompiledStatement(self.statement, dialect, None)
         return found
 
     def rows(self, conn: Connection, params: Mapping[str, Any] | None = None) -> list[Any]:

@@ -5,7 +5,7 @@ committed state (SQLite and PostgreSQL both give a statement a single snapshot).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
@@ -51,6 +51,10 @@ class Database(Protocol):
     async def scan(self, query: Callable[[Connection], T]) -> T:
         """Run ``query(conn)``, a read that may walk many rows, against the last committed
         state."""
+
+    async def rows(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
+        """Run ``statement``, a short read, against the last committed state; return its
+        rows."""
 
 
 _RUN_COLUMNS = (
@@ -105,8 +109,8 @@ async def load_run(db: Database, flow_id: str, run_id: str | None = None) -> Run
     """Return the given run, or the latest run of ``flow_id``; None when there is none."""
     query = _run_statement(run_id is not None)
     params = {"flow_id": flow_id, "run_id": run_id}
-    row = await db.read(lambda conn: query.first(conn, params))
-    return _run_from(row) if row is not None else None
+    found = await db.rows(query, params)
+    return _run_from(found[0]) if found else None
 
 
 Completion = tuple[str, str, str | None]
@@ -119,7 +123,7 @@ async def load_result(
     :func:`completions` gives them, in one read; None when there is no such run."""
     query = _result_statement(run_id is not None)
     params = {"flow_id": flow_id, "run_id": run_id}
-    rows = await db.read(lambda conn: query.rows(conn, params))
+    rows = await db.rows(query, params)
     if not rows:
         return None
     done = [(r.step_type, execution_id(r.step_id), r.output) for r in rows if r.step_id]
@@ -251,7 +255,7 @@ async def load_snapshot(
     statement (so from one committed state)."""
     query = _snapshot_statement(run_id is not None, plan)
     params = {"flow_id": flow_id, "run_id": run_id}
-    rows = await db.read(lambda conn: query.rows(conn, params))
+    rows = await db.rows(query, params)
     run: RunInfo | None = None
     values: dict[tuple[str, str], StoredValue] = {}
     sizes: dict[tuple[str, str], int] = {}

@@ -311,6 +311,9 @@ class EnterWait:
 #: What comes last in a commit; None for an RPC, whose result is control flow of its caller.
 Decision = StepClose | EnterExecute | EnterWait | RunClose | None
 
+#: The positional arguments of a statement run on its own (see ``step_moves``).
+Args = tuple[Any, ...]
+
 
 @dataclass(slots=True)
 class StagedEffects:

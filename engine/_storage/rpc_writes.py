@@ -23,14 +23,13 @@ own, qualify (:func:`rpc_writes`); every other commit is a unit as before.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-from sqlalchemy import Connection
+from typing import Any
 
 from engine._enums import HistoryEventType
-from engine._storage import pg_direct
 from engine._storage.commits import rpc_committed_details
-from engine._storage.records import AttributeWrite, CommitResult, RunChange, StagedEffects
+from engine._storage.records import Args, AttributeWrite, CommitResult, RunChange, StagedEffects
 from engine._storage.rows import last_writes
 from engine.errors import FlowNotActiveOrNotFoundError
 
@@ -98,9 +97,9 @@ class RPCWrites:
             operation="invokeRpc",
         )
 
-    def run(self, conn: Connection, owner: str, taken: int, notice: tuple[str, str] | None) -> str:
-        """Run the statement on ``conn`` (outside a transaction: it is its own), dropping
-        ``owner``'s rows, ``taken`` of them expected; return what happened."""
+    def statement(self, owner: str, taken: int, notice: tuple[str, str] | None) -> tuple[str, Args]:
+        """The statement and its arguments, to run outside a transaction (it is its own),
+        dropping ``owner``'s lock rows, ``taken`` of them expected, and sending ``notice``."""
         latest = last_writes(self.writes)  # as rows.apply_writes applies and logs them
         kept = [w for w in latest if w.value is not None or w.blob]
         gone = [w for w in latest if w.value is None and not w.blob]
@@ -127,7 +126,11 @@ class RPCWrites:
             channel,
             payload,
         )
-        dropped, runs, _ = pg_direct.fetch(conn, SQL, args)[0]
+        return SQL, args
+
+    def outcome(self, rows: Sequence[Sequence[Any]], taken: int) -> str:
+        """Read the statement's answer: what happened (see the module's constants)."""
+        dropped, runs, _ = rows[0]
         if dropped < 0:
             return WAITERS
         if dropped != taken:

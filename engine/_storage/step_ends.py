@@ -15,15 +15,21 @@ history of their own) qualify (:func:`step_end`); every other commit is a unit a
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-from sqlalchemy import Connection
+from typing import Any
 
 from engine._enums import RunStatus
 from engine._outcomes import OutcomeKind
-from engine._storage import pg_direct
 from engine._storage.apply import step_closed_details
-from engine._storage.records import CommitResult, QueuedStep, RunChange, StagedEffects, StepClose
+from engine._storage.records import (
+    Args,
+    CommitResult,
+    QueuedStep,
+    RunChange,
+    StagedEffects,
+    StepClose,
+)
 from engine._storage.step_moves import StepMove, closed_state, has_other_effects, step_move
 
 SQL = (
@@ -67,9 +73,9 @@ class StepEnd:
             }
         )
 
-    def run(self, conn: Connection, notice: tuple[str, str] | None) -> bool:
-        """Call the function on ``conn`` (outside a transaction: the call is its own); return
-        False, having changed nothing, when the run is not open or the attempt not current."""
+    def statement(self, claimant: str, notice: tuple[str, str] | None) -> tuple[str, Args]:
+        """The call and its arguments, to run outside a transaction (the call is its own),
+        sending ``notice`` (``claimant`` is unused: it queues no Step)."""
         decision = self.decision
         channel, payload = notice or (None, None)
         args = (
@@ -90,7 +96,12 @@ class StepEnd:
             channel,
             payload,
         )
-        answer = pg_direct.fetch(conn, SQL, args)[0][0]
+        return SQL, args
+
+    def wrote(self, rows: Sequence[Sequence[Any]]) -> bool:
+        """Read the call's answer: False, having changed nothing, when the run was not open
+        or the attempt not current."""
+        answer = rows[0][0]
         if answer is None:
             return False
         closed, *canceled = answer
@@ -101,7 +112,7 @@ class StepEnd:
                     flow_id=change.flow_id,
                     flow_type=change.flow_type,
                     run_id=change.run_id,
-                    ended_step_ids=(decision.step_id, *canceled),
+                    ended_step_ids=(self.decision.step_id, *canceled),
                     closed_status=RunStatus(closed) if closed else None,
                 ),
             )

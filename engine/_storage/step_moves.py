@@ -20,15 +20,15 @@ cancellation or history of their own), which cannot close the run, qualify
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-from sqlalchemy import Connection
+from typing import Any
 
 from engine._enums import HistoryEventType
 from engine._outcomes import OutcomeKind
-from engine._storage import pg_direct
 from engine._storage.apply import step_closed_details
 from engine._storage.records import (
+    Args,
     CommitResult,
     QueuedStep,
     RunChange,
@@ -36,7 +36,6 @@ from engine._storage.records import (
     StepClose,
     StepState,
 )
-from engine._storage.statements import CLAIMANT
 
 SQL = """
 WITH r AS (
@@ -104,9 +103,9 @@ class StepMove:
     #: IDs when it commits).
     result: CommitResult
 
-    def run(self, conn: Connection, notice: tuple[str, str] | None) -> bool:
-        """Run the statement on ``conn`` (outside a transaction: it is its own); return False,
-        having changed nothing, when the run is not open or the attempt no longer current."""
+    def statement(self, claimant: str, notice: tuple[str, str] | None) -> tuple[str, Args]:
+        """The statement and its arguments, to run outside a transaction (it is its own),
+        queuing the next Steps for ``claimant`` and sending ``notice``."""
         # Each new execution's place among those of its type (1, 2, ...), and how many of its
         # type there are: the statement numbers them on from the run's counter of the type.
         counts: dict[str, int] = {}
@@ -129,7 +128,7 @@ class StepMove:
             numbers,
             [counts[s.step_type] for s in self.next_steps],
             self.now,
-            conn.info[CLAIMANT],
+            claimant,
             closed_state(decision).value,
             decision.phase.value,
             decision.is_completion,
@@ -141,7 +140,12 @@ class StepMove:
             channel,
             payload,
         )
-        done, _, ids = pg_direct.fetch(conn, SQL, args)[0]
+        return SQL, args
+
+    def wrote(self, rows: Sequence[Sequence[Any]]) -> bool:
+        """Read the statement's answer: False, having changed nothing, when the run was not
+        open or the attempt no longer current."""
+        done, _, ids = rows[0]
         if not done:
             return False
         for step, step_id in zip(self.next_steps, ids, strict=True):

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from engine import FlowAlreadyStartedError, IdReusePolicy
 from engine._ids import new_id
 from engine._outcomes import OutcomeKind
-from engine._storage import commits
+from engine._storage import commits, pg_direct
 from engine._storage import tables as t
 from engine._storage.first_starts import first_start
 from engine._storage.records import (
@@ -31,7 +31,6 @@ from engine._storage.records import (
     StartRequest,
     StepClose,
 )
-from engine._storage.statements import CLAIMANT
 from engine._storage.step_ends import StepEnd, step_end
 from tests.support.waiting import eventually
 
@@ -166,11 +165,7 @@ def first_start_of(request: StartRequest) -> Any:
     first = first_start(request, NOW)
     assert first is not None
 
-    def unit(conn: Connection) -> bool:
-        conn.info[CLAIMANT] = "this-process"
-        return first.run(conn, None)
-
-    return unit
+    return statement_unit(first)
 
 
 def end_of(step: QueuedStep, kind: OutcomeKind = OutcomeKind.GRACEFUL_COMPLETE) -> StepEnd:
@@ -195,6 +190,17 @@ def end_of(step: QueuedStep, kind: OutcomeKind = OutcomeKind.GRACEFUL_COMPLETE) 
     )
     assert found is not None
     return found
+
+
+def statement_unit(one: Any) -> Any:
+    """A unit running ``one`` (a ``step_ends``, ``step_moves`` or ``first_starts`` commit) on
+    a SQLAlchemy Connection, as this process: its Steps' claimant."""
+
+    def unit(conn: Connection) -> bool:
+        wrote: bool = one.wrote(pg_direct.fetch(conn, *one.statement("this-process", None)))
+        return wrote
+
+    return unit
 
 
 async def run_statement(conn: AsyncConnection, unit: Any) -> Any:
@@ -276,8 +282,8 @@ async def test_the_last_two_steps_ending_at_once_in_one_call_each_close_the_run(
     async with pg_engine.connect() as a, pg_engine.connect() as b:
         pid = await backend_pid(b)
         transaction = await a.begin()
-        assert await a.run_sync(lambda conn: first.run(conn, None)) is True  # holds the run
-        racing = asyncio.ensure_future(run_statement(b, lambda conn: second.run(conn, None)))
+        assert await a.run_sync(statement_unit(first)) is True  # holds the run
+        racing = asyncio.ensure_future(run_statement(b, statement_unit(second)))
         await blocked_on_a_lock(pg_engine, pid)
         await transaction.commit()
         assert await racing is True
@@ -302,7 +308,7 @@ async def test_a_last_step_ending_while_a_commit_queues_a_step_leaves_the_run_op
         pid = await backend_pid(b)
         transaction = await a.begin()
         await a.run_sync(rpc)  # queues the second Step, holding the run
-        racing = asyncio.ensure_future(run_statement(b, lambda conn: ending.run(conn, None)))
+        racing = asyncio.ensure_future(run_statement(b, statement_unit(ending)))
         await blocked_on_a_lock(pg_engine, pid)
         await transaction.commit()
         assert await racing is True
@@ -321,10 +327,10 @@ async def test_a_failing_last_step_in_one_call_fails_the_run_and_cancels_the_res
         await run_unit(conn, commits.start_run(request, NOW))
         await run_unit(conn, queue_step(request, two))
         ending = end_of(one, OutcomeKind.FORCE_FAIL)
-        assert await run_statement(conn, lambda c: ending.run(c, None)) is True
+        assert await run_statement(conn, statement_unit(ending)) is True
         # A second call for the same attempt is stale: it writes nothing.
         again = end_of(one, OutcomeKind.FORCE_FAIL)
-        assert await run_statement(conn, lambda c: again.run(c, None)) is False
+        assert await run_statement(conn, statement_unit(again)) is False
     change = ending.result.changes[0]
     assert change.closed_status == "FAILED"
     assert change.ended_step_ids == (one.id, two.id)

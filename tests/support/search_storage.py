@@ -14,6 +14,7 @@ from engine import IdReusePolicy, IndexType
 from engine._storage import commits
 from engine._storage import tables as t
 from engine._storage.indexes import index_write
+from engine._storage.prepared import Prepared
 from engine._storage.records import (
     AttributeWrite,
     CommitResult,
@@ -37,6 +38,10 @@ class Reads:
         """Run ``query(conn)`` on a connection of its own."""
         async with self._db.connect() as conn:
             return await conn.run_sync(query)
+
+    async def rows(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
+        """Run ``statement`` on a connection of its own."""
+        return await self.read(lambda conn: statement.rows(conn, params))
 
     async def scan(self, query: Callable[[Connection], Any]) -> Any:
         """Run ``query(conn)`` on a connection of its own (like :meth:`read`)."""

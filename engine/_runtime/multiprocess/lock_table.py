@@ -35,6 +35,7 @@ from engine._runtime.handoff import LockedCommit
 from engine._runtime.locks import RPC, STEP
 from engine._runtime.multiprocess.lease import ProcessLease
 from engine._runtime.multiprocess.lock_rows import (
+    DROP_RPC_LOCKS,
     ENDING,
     TAKE_RPC_LOCKS,
     clear_dead,
@@ -95,11 +96,8 @@ class SharedLockTable:
     async def _take_for_rpc(self, flow_id: str, wanted: list[str], owner: str) -> None:
         me = self._lease.process_id
 
-        def take(conn: Connection) -> bool:
-            params = {"f": flow_id, "keys": wanted, "owner": owner, "kind": RPC, "process": me}
-            return bool(TAKE_RPC_LOCKS.tuples(conn, params)[0][0])
-
-        if await self._database.write_statement(take):
+        params = {"f": flow_id, "keys": wanted, "owner": owner, "kind": RPC, "process": me}
+        if (await self._database.write_prepared(TAKE_RPC_LOCKS, params))[0][0]:
             self._rpc_keys[owner] = tuple(wanted)
             return  # no row was on the keys: they are this RPC's now
 
@@ -215,9 +213,6 @@ class SharedLockTable:
         mine = self._waits_on(flow_id)
         self._rpc_keys.pop(owner, None)
 
-        def drop(conn: Connection) -> int:
-            return drop_rpc_locks(conn, flow_id, owner)
-
         def unit(conn: Connection) -> list[str]:
             return release_all(conn, flow_id, owner, me, mine)[1]
 
@@ -225,7 +220,7 @@ class SharedLockTable:
             try:
                 # Nobody to grant to (no Step waits on the Flow, none of this process's Steps
                 # holds a lock on it to report): one statement drops the keys.
-                if not mine and await self._database.write_statement(drop) >= 0:
+                if not mine and await self._dropped(flow_id, owner) >= 0:
                     return []
                 return await self._database.write(unit)
             except Exception:
@@ -373,6 +368,12 @@ class SharedLockTable:
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _dropped(self, flow_id: str, owner: str) -> int:
+        """Drop ``owner``'s rows in one statement unless a Step waits on the Flow; return how
+        many it dropped, or -1 having changed nothing (see ``drop_rpc_locks``)."""
+        params = {"f": flow_id, "owner": owner}
+        return int((await self._database.write_prepared(DROP_RPC_LOCKS, params))[0][0])
 
     def _waits_on(self, flow_id: str) -> bool:
         """Whether a Step of this process waits for locks on ``flow_id``."""
