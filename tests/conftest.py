@@ -31,20 +31,20 @@ def db_url(tmp_path: Path) -> str:
 
 @pytest.fixture(autouse=True)
 def _drop_test_databases() -> Iterator[None]:
-    """Drop the PostgreSQL databases the test created (its servers and engines are closed).
+    """Drop the PostgreSQL databases the test created (its servers and engines are closed),
+    on either backend: tests that run every implementation make them in the SQLite half too.
 
     A module-scoped fixture's database was made before this snapshot, so it stays.
     """
-    before = backends.created_databases() if backends.ON_POSTGRES else set()
+    before = backends.created_databases()
     yield
-    if backends.ON_POSTGRES:
-        backends.drop_databases(backends.created_databases() - before)
+    backends.drop_databases(backends.created_databases() - before)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Drop what a PostgreSQL run still holds: module servers' databases and the template."""
-    if backends.ON_POSTGRES:
-        backends.drop_databases(backends.created_databases(), template=True)
+    """Drop what the run still holds on PostgreSQL: module servers' databases and the
+    template."""
+    backends.drop_databases(backends.created_databases(), template=True)
 
 
 def pytest_report_header() -> str:
