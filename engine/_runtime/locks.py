@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine._runtime.handoff import LockedCommit
-from engine._storage.records import CommitResult
+from engine._storage.records import CommitResult, LoadPlan
 from engine.errors import RPCLockConflictError
 
 STEP = "a Step"
@@ -74,11 +74,18 @@ class MemoryLockTable:
         locks = self._flows.get(flow_id)
         return locks.holders.get(key) if locks else None
 
-    async def acquire_for_rpc(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
-        """Take every key at once or raise RPCLockConflictError naming the first held key."""
+    async def acquire_for_rpc(
+        self,
+        flow_id: str,
+        keys: Iterable[str],
+        owner: str,
+        load: tuple[str | None, LoadPlan] | None = None,
+    ) -> None:
+        """Take every key at once or raise RPCLockConflictError naming the first held key
+        (``load`` is the caller's to read: it reads committed state in this process)."""
         wanted = sorted(set(keys))
         if not wanted:
-            return
+            return None
         locks = self._flow(flow_id)
         for key in wanted:
             held = locks.holders.get(key)
@@ -86,6 +93,7 @@ class MemoryLockTable:
                 raise RPCLockConflictError(key, held[0], flow_id=flow_id, operation="invokeRpc")
         for key in wanted:
             locks.holders[key] = (RPC, owner)
+        return None
 
     def acquire_for_step(
         self, flow_id: str, keys: Iterable[str], owner: str, phase: str = ""

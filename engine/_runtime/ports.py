@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine._runtime.handoff import LockedCommit
 from engine._storage.prepared import Prepared
-from engine._storage.records import CommitResult, QueuedStep
+from engine._storage.records import CommitResult, LoadPlan, QueuedStep
+from engine._storage.rpc_loads import Loaded
 from engine._streams.store_interface import StreamStore
 
 __all__ = [
@@ -135,8 +136,18 @@ class LockTable(Protocol):
     RPCs never queue; Steps queue first come, first served behind earlier Steps.
     """
 
-    async def acquire_for_rpc(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
-        """Take every key at once or raise RPCLockConflictError naming a held key."""
+    async def acquire_for_rpc(
+        self,
+        flow_id: str,
+        keys: Iterable[str],
+        owner: str,
+        load: tuple[str | None, LoadPlan] | None = None,
+    ) -> Loaded | None:
+        """Take every key at once or raise RPCLockConflictError naming a held key.
+
+        ``load`` (the run, None for the Flow's latest, and what to read of it): the snapshot
+        the RPC reads once it holds the keys, which a table may read with the take and return
+        (as committed once the keys were taken); None when the caller must read it."""
 
     def acquire_for_step(
         self, flow_id: str, keys: Iterable[str], owner: str, phase: str = ""

@@ -235,7 +235,10 @@ class RPCExecutor:
                 raise _WrongGuess() from None
             raise
         owner = new_owner_token()
-        await self._locks.acquire_for_rpc(flow_id, plan.lock_keys, owner)
+        # A shared lock table may read the snapshot with the locks, in one round trip.
+        loaded = await self._locks.acquire_for_rpc(
+            flow_id, plan.lock_keys, owner, (run_id, plan.loads)
+        )
         released = False
 
         def on_released() -> None:
@@ -252,7 +255,9 @@ class RPCExecutor:
             after = self._committer.handoffs.pending(flow_id) if transactional else ()
             # When the units on their way wrote every key the plan loads, they are the snapshot.
             snapshot = handed_off_snapshot(after, plan.loads, run_id, spec.singletons)
-            if snapshot is None:
+            if snapshot is None and loaded is not None and not after:
+                snapshot = loaded.snapshot
+            elif snapshot is None:
                 snapshot = overlay(
                     await self._snapshots.read(flow_id, run_id, plan.loads, overlaid=transactional),
                     after,

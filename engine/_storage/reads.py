@@ -81,6 +81,13 @@ def _run_from(row: Any) -> RunInfo:
     return RunInfo(**columns)
 
 
+def run_from_record(record: Mapping[str, Any]) -> RunInfo:
+    """Return the run of a row that has the run's columns by name (an asyncpg Record)."""
+    columns = {c: record[c] for c in _RUN_COLUMNS}
+    columns["status"] = _STATUS[columns["status"]]
+    return RunInfo(**columns)
+
+
 def target_run_statement(by_run_id: bool) -> Any:
     """A subquery yielding the run to read: :run_id of :flow_id, or the Flow's latest."""
     if by_run_id:

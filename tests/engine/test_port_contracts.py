@@ -30,7 +30,7 @@ from engine._runtime.ports import Database, LockTable
 from engine._storage import commits
 from engine._storage.database import DatabaseSettings, open_database
 from engine._storage.postgres import PostgresDatabase
-from engine._storage.records import Phase, QueuedStep, StagedEffects, StartRequest
+from engine._storage.records import LoadPlan, Phase, QueuedStep, StagedEffects, StartRequest
 from engine.errors import RPCLockConflictError
 from tests.support import backends
 from tests.support.waiting import eventually
@@ -215,6 +215,26 @@ async def test_an_rpc_takes_free_keys_and_a_second_rpc_on_a_held_key_conflicts(
     await table.acquire_for_rpc("g", ["a", "b"], "rpc-4")
     await table.release_now("f", "rpc-1")
     await table.acquire_for_rpc("f", ["a", "b"], "rpc-2")
+
+
+async def test_an_rpc_take_with_a_load_reads_its_run_or_leaves_the_read_to_the_caller(
+    locks: Locks,
+) -> None:
+    table = locks.table
+    found = await table.acquire_for_rpc("f", ["a"], "rpc-1", (None, LoadPlan(names=())))
+    # The in-process table leaves the read to the caller (committed state is in process); a
+    # shared one reads the run with the take, in the same round trip.
+    if isinstance(table, MemoryLockTable):
+        assert found is None
+    else:
+        assert found is not None and found.snapshot is not None
+        assert found.snapshot.run.flow_id == "f"
+        assert found.snapshot.values == {}
+    with pytest.raises(RPCLockConflictError) as refused:
+        await table.acquire_for_rpc("f", ["a"], "rpc-2", (None, LoadPlan()))
+    assert refused.value.key == "a"
+    await table.release_now("f", "rpc-1")
+    assert await _free(table, "a")
 
 
 async def test_steps_get_a_key_first_come_first_served(locks: Locks) -> None:

@@ -48,7 +48,9 @@ from engine._runtime.multiprocess.lock_rows import (
 )
 from engine._storage import tables as t
 from engine._storage.postgres import PostgresDatabase
-from engine._storage.records import CommitResult
+from engine._storage.records import CommitResult, LoadPlan
+from engine._storage.rpc_loads import SQL as TAKE_AND_LOAD
+from engine._storage.rpc_loads import Loaded, loaded, take_and_load
 from engine._storage.rpc_writes import LOST, WAITERS
 from engine._storage.tail import tail_of
 from engine.errors import RPCLockConflictError, UnavailableError
@@ -79,13 +81,22 @@ class SharedLockTable:
         # The poll drops them once the database answers; until then the keys stay held.
         self._unreleased: dict[str, str] = {}
 
-    async def acquire_for_rpc(self, flow_id: str, keys: Iterable[str], owner: str) -> None:
-        """Take every key at once or raise RPCLockConflictError naming the first held key."""
+    async def acquire_for_rpc(
+        self,
+        flow_id: str,
+        keys: Iterable[str],
+        owner: str,
+        load: tuple[str | None, LoadPlan] | None = None,
+    ) -> Loaded | None:
+        """Take every key at once or raise RPCLockConflictError naming the first held key.
+
+        With ``load``, the quick take also reads the snapshot, in the same call (see
+        ``rpc_loads``), and returns it; None when the caller must read it."""
         wanted = sorted(set(keys))
         if not wanted:
-            return
+            return None
         try:
-            await self._take_for_rpc(flow_id, wanted, owner)
+            return await self._take_for_rpc(flow_id, wanted, owner, load)
         except RPCLockConflictError:
             raise
         except Exception:
@@ -93,13 +104,32 @@ class SharedLockTable:
             self._unreleased[owner] = flow_id
             raise
 
-    async def _take_for_rpc(self, flow_id: str, wanted: list[str], owner: str) -> None:
+    async def _take_for_rpc(
+        self, flow_id: str, wanted: list[str], owner: str, load: tuple[str | None, LoadPlan] | None
+    ) -> Loaded | None:
         me = self._lease.process_id
-
-        params = {"f": flow_id, "keys": wanted, "owner": owner, "kind": RPC, "process": me}
-        if (await self._database.write_prepared(TAKE_RPC_LOCKS, params))[0][0]:
-            self._rpc_keys[owner] = tuple(wanted)
-            return  # no row was on the keys: they are this RPC's now
+        where = None
+        if load is not None:
+            run_id, plan = load
+            where = take_and_load(
+                flow_id=flow_id,
+                keys=wanted,
+                owner=owner,
+                kind=RPC,
+                process=me,
+                run_id=run_id,
+                plan=plan,
+            )
+        if where is not None:
+            found = loaded(await self._database.write_statement(TAKE_AND_LOAD, where))
+            if found is not None:
+                self._rpc_keys[owner] = tuple(wanted)
+                return found  # no row was on the keys: they are this RPC's now, and it read
+        else:
+            params = {"f": flow_id, "keys": wanted, "owner": owner, "kind": RPC, "process": me}
+            if (await self._database.write_prepared(TAKE_RPC_LOCKS, params))[0][0]:
+                self._rpc_keys[owner] = tuple(wanted)
+                return None  # no row was on the keys: they are this RPC's now
 
         # This process's own invocations whose rows an outage left on the Flow are over.
         leftovers = [o for o, flow in self._unreleased.items() if flow == flow_id]
@@ -135,6 +165,7 @@ class SharedLockTable:
         self._rpc_keys[owner] = tuple(wanted)
         for gone in leftovers:
             self._unreleased.pop(gone, None)
+        return None
 
     def acquire_for_step(
         self, flow_id: str, keys: Iterable[str], owner: str, phase: str = ""
