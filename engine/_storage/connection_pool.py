@@ -70,16 +70,18 @@ class ConnectionPool:
 
     async def _wait(self) -> Connection | None:
         """Wait for a connection a caller gives back, or for leave to open one (None)."""
-        waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Connection | None] = loop.create_future()
         self._waiters.append(waiter)
-        timeout = self._wait_seconds
+        # A bare timer rather than asyncio.timeout: under load most statements wait here
+        # briefly, and the timeout's own machinery cost more than the wait.
+        timer = loop.call_at(loop.time() + self._wait_seconds, _expire, waiter, self._wait_seconds)
         try:
-            async with asyncio.timeout(timeout):
-                return await waiter
-        except BaseException as exc:
-            if waiter.done() and not waiter.cancelled():
-                # Given a connection (or leave to open one) just as it timed out or was
-                # canceled: hand it on.
+            return await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                # Given a connection (or leave to open one) just as it was canceled: hand it
+                # on.
                 found = waiter.result()
                 if found is None:
                     self._forget()
@@ -89,9 +91,9 @@ class ConnectionPool:
                 waiter.cancel()
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(waiter)
-            if isinstance(exc, TimeoutError):
-                raise PoolTimeoutError(f"no connection came free within {timeout} s") from None
             raise
+        finally:
+            timer.cancel()
 
     def give(self, connection: Connection) -> None:
         """Take back a connection whose statement ended normally."""
@@ -129,3 +131,9 @@ class ConnectionPool:
                 await asyncio.wait_for(connection.close(), timeout=5)
             except Exception:  # a server already gone: nothing to say goodbye to
                 connection.terminate()
+
+
+def _expire(waiter: asyncio.Future[Any], seconds: float) -> None:
+    """Fail a take still waiting when its time is up."""
+    if not waiter.done():
+        waiter.set_exception(PoolTimeoutError(f"no connection came free within {seconds} s"))
