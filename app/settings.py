@@ -113,7 +113,8 @@ class PostgresSettings(BaseModel):
     pool_size: int = engine_setting(
         "database_pool_size",
         ge=1,
-        description="PostgreSQL: connections each process keeps open.",
+        description="PostgreSQL: the size of each of a process's two connection pools (commit "
+        "units; one-statement transactions): up to twice this many connections per process.",
     )
     connect_timeout: float = engine_setting(
         "database_connect_timeout",

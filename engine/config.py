@@ -30,9 +30,10 @@ class EngineConfig:
     #: Run every RPC transactionally: each then needs an active run and commits even when it
     #: changed nothing (as the seed's server option).
     transactional_rpcs: bool = False
-    #: PostgreSQL: connections each process keeps open (as many again may open under load).
-    #: Past it a connection is closed as it is returned and opened anew for the next unit,
-    #: a backend's fork and login each time: keep it above the units usually in flight.
+    #: PostgreSQL: the size of each of a process's two connection pools (commit units, and
+    #: statements that are their own transaction), opened as they are needed: up to twice
+    #: this many connections per process. Past it a caller waits for a free connection (at
+    #: most ``database_pool_timeout``).
     database_pool_size: int = 20
     #: PostgreSQL: seconds to wait for the server (a connect, a free pooled connection, one
     #: statement, one lock wait) before a call fails with UnavailableError; 0 turns the

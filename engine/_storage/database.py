@@ -50,7 +50,7 @@ class DatabaseSettings:
     busy_timeout_ms: int = 10_000
     max_batch: int = 128
     read_pool_size: int = 8
-    #: PostgreSQL: connections each process keeps open (a unit past them waits for one).
+    #: PostgreSQL: the size of each of the two pools (commit units; one-statement transactions).
     pool_size: int = 20
     #: PostgreSQL: how long to wait for the server before a call fails as unavailable.
     timeouts: PostgresTimeouts = PostgresTimeouts()
