@@ -15,6 +15,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.browser.watch import forget, watch
 from tests.server import ServerProcess
+from tests.support.backends import backend_independent_directory
 
 # Assertions poll until this bound; on a loaded 2-core machine 5 s (the default) was too short.
 expect.set_options(timeout=15_000)
@@ -34,6 +35,14 @@ DESKTOP = {"width": 1400, "height": 1000}
 # The widths the screenshots are taken at: a laptop and a phone.
 LAPTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the browser tests in the SQLite half only: the page speaks HTTP, and every answer
+    it reads is tested on both backends by the API tests."""
+    backend_independent_directory(
+        items, Path(__file__).resolve().parent, "the page speaks HTTP; the API tests cover both"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,13 @@ import httpx
 import pytest
 
 from tests.server import ROOT, free_port
+from tests.support.backends import backend_independent
 from tests.support.waiting import wait_until
 
 SOURCES = ("pyproject.toml", "README.md", "engine", "app", "patterns", "playground")
+
+
+pytestmark = backend_independent("the wheel, and an installed server on a SQLite file")
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.backends import backend_independent, fresh_database
+from tests.support.backends import backend_independent_directory, fresh_database
 
 
 @pytest.fixture
@@ -44,7 +44,4 @@ _HERE = Path(__file__).resolve().parent
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run these tests in the SQLite half only: each makes its own PostgreSQL database (and
     the property test checks both databases), so a second run would repeat it exactly."""
-    mark = backend_independent("makes its own PostgreSQL database")
-    for item in items:
-        if _HERE in item.path.resolve().parents:
-            item.add_marker(mark)
+    backend_independent_directory(items, _HERE, "makes its own PostgreSQL database")

@@ -245,6 +245,15 @@ def backend_independent(reason: str) -> Any:
     return pytest.mark.skipif(ON_POSTGRES, reason=f"backend-independent ({reason}): ran on SQLite")
 
 
+def backend_independent_directory(items: list[pytest.Item], directory: Path, reason: str) -> None:
+    """Mark every collected test under ``directory`` backend-independent (for a directory's
+    ``pytest_collection_modifyitems``, which sees the whole session's items)."""
+    mark = backend_independent(reason)
+    for item in items:
+        if directory in item.path.resolve().parents:
+            item.add_marker(mark)
+
+
 def main() -> int:
     """``python -m tests.support.backends``: exit 0 when the PostgreSQL server answers, else
     print why not and exit 1 (``make test`` decides from it whether to run the PostgreSQL half)."""
