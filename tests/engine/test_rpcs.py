@@ -41,7 +41,11 @@ from engine import (
 )
 from engine.testing import settle
 from tests.conftest import running_engine
+from tests.support.backends import backend_independent
 from tests.support.flow_clients import ServeFlows
+
+#: Refused before anything reaches the database: the same on every backend.
+REFUSED_EARLY = backend_independent("the options are refused before the database is read")
 
 
 @dataclasses.dataclass
@@ -238,6 +242,7 @@ async def test_regular_attributes_are_always_loaded_but_map_instances_only_when_
         assert await eng.invoke_rpc(flow.read_all, "c") == {"a": "A", "fixed": "F"}
 
 
+@REFUSED_EARLY
 @pytest.mark.parametrize(
     ("options", "message"),
     [
