@@ -7,12 +7,15 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.server import ROOT
+from tests.support.forked import ForkedProcess, forking_enabled
 from tests.support.waiting import wait_until
 
 #: A subprocess that takes longer has hung: the CLI's own long polls are shorter.
@@ -40,15 +43,29 @@ class Dexlite:
         return [sys.executable, "-m", "app.cli", *args]
 
     def __call__(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        """Run ``dexlite args...`` to its end and return what it printed and its status."""
-        return subprocess.run(
-            self.argv(*args),
-            cwd=ROOT,
-            env=command_env({**self.env, **env}),
-            capture_output=True,
-            text=True,
-            timeout=RUN_SECONDS,
-        )
+        """Run ``dexlite args...`` to its end and return what it printed and its status.
+
+        The process is forked from the test worker's zygote, which has imported the command
+        already (``tests.support.zygote``), unless ``DEXLITE_TEST_FORK_SERVERS=0``."""
+        argv, full_env = self.argv(*args), command_env({**self.env, **env})
+        if not forking_enabled():
+            return subprocess.run(
+                argv, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=RUN_SECONDS
+            )
+        with tempfile.TemporaryDirectory(prefix="dexlite-cli-") as folder:
+            out, err = Path(folder, "stdout"), Path(folder, "stderr")
+            process = ForkedProcess(
+                ["dexlite", *args], ROOT, full_env, program="dexlite", stdout=out, stderr=err
+            )
+            try:
+                code = process.wait(RUN_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                raise
+            return subprocess.CompletedProcess(
+                argv, code, out.read_text(encoding="utf-8"), err.read_text(encoding="utf-8")
+            )
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
         """Start ``dexlite args...`` with its output piped, for a command that follows."""

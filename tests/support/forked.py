@@ -81,10 +81,27 @@ _ZYGOTE = _Zygote()
 class ForkedProcess:
     """A server process forked by the zygote, used as a ``subprocess.Popen``."""
 
-    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        log: Path | None = None,
+        *,
+        program: str = "uvicorn",
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+    ) -> None:
+        """Fork ``program`` (uvicorn, or ``dexlite``) on ``argv``, its output to ``log`` or
+        to ``stdout`` and ``stderr``."""
         self.args = argv
         self.returncode: int | None = None
-        spawn = {"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}
+        spawn: dict[str, Any] = {"argv": argv, "env": env, "cwd": str(cwd), "program": program}
+        if log is not None:
+            spawn["log"] = str(log)
+        else:
+            assert stdout is not None and stderr is not None
+            spawn.update(stdout=str(stdout), stderr=str(stderr))
         self.pid: int = _ZYGOTE.ask({"spawn": spawn})["pid"]
         # Opened before anyone reaps the process, so the PID cannot name another one.
         self._pidfd = os.pidfd_open(self.pid)

@@ -11,7 +11,9 @@ threaded process can inherit a held lock) and opens no database.
 Its protocol is one JSON object per line on stdin, each answered by one line on stdout:
 
 - ``{"spawn": {"argv": [...], "env": {...}, "cwd": "...", "log": "...", "new_session": b}}``
-  answers ``{"pid": N}``;
+  answers ``{"pid": N}``; with ``"program": "dexlite"`` the child runs the ``dexlite`` command
+  line instead of uvicorn's, and ``"stdout"`` and ``"stderr"`` name the files its output goes
+  to (a CLI test reads them once it has exited);
 - ``{"reap": N}`` (once process N has exited) answers ``{"returncode": R}``, negative for a
   signal, as ``Popen.returncode``.
 
@@ -57,18 +59,22 @@ def _preload() -> None:
 
 
 def _run_child(request: dict[str, Any]) -> None:
-    """In the forked child: become the requested process, run uvicorn, and exit."""
+    """In the forked child: become the requested process, run uvicorn (or the ``dexlite``
+    command line), and exit."""
     code = 1
     try:
         if request.get("new_session"):
             os.setsid()
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
         os.close(null)
+        for fd, path in (
+            (1, request.get("stdout", request.get("log"))),
+            (2, request.get("stderr", request.get("log"))),
+        ):
+            out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(out, fd)
+            os.close(out)
         # The signals as a freshly started interpreter has them.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -76,13 +82,20 @@ def _run_child(request: dict[str, Any]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = list(request["argv"])
-        from uvicorn.main import main
+        if request.get("program") == "dexlite":
+            from app.cli import main as dexlite
 
-        try:
-            main.main(args=sys.argv[1:], prog_name="uvicorn")
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+            code = dexlite(sys.argv[1:])
+        else:
+            from uvicorn.main import main
+
+            try:
+                main.main(args=sys.argv[1:], prog_name="uvicorn")
+                code = 0
+            except SystemExit as exit_:
+                code = (
+                    exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+                )
     except BaseException:
         # Whatever it was, say so in the log before exiting.
         import traceback
