@@ -103,7 +103,9 @@ async def test_events_follow_a_stream_live_resume_and_end_when_the_client_leaves
 async def test_events_response_ends_after_the_configured_limit(
     make_client: Callable[..., Any],
 ) -> None:
-    async with make_client(registry(), stream={"events_max_seconds": 0.3}) as client:
+    # Long enough to send the two retained messages on a loaded machine (at 0.3 s one was
+    # sometimes all that went before the limit), short enough to end the response soon.
+    async with make_client(registry(), stream={"events_max_seconds": 2.0}) as client:
         for i in range(2):
             await client.post(MESSAGES, json={"source": "s", "value": f"m{i}"})
         started = time.monotonic()
