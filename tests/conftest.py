@@ -41,6 +41,36 @@ def _drop_test_databases() -> Iterator[None]:
     backends.drop_databases(backends.created_databases() - before)
 
 
+#: The modules that take longest (tens of seconds of one worker each, measured), run first:
+#: each module goes to one worker whole, and a long one handed out last keeps its worker busy
+#: after the others have finished. The others keep their order.
+LONGEST_FIRST = (
+    "tests/contract/test_schemathesis.py",
+    "tests/patterns/test_hash_partitioned.py",
+    "tests/patterns/test_sequentially_chunked.py",
+    "tests/api/test_time_travel_processes.py",
+    "tests/api/test_schedules_processes.py",
+    "tests/engine/test_flows.py",
+    "tests/cli/test_attributes_set_channels_publish.py",
+    "tests/cli/test_streams_tail.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Hand the longest modules out first (see LONGEST_FIRST)."""
+    root = Path(str(config.rootpath))
+    rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
+
+    def order(item: pytest.Item) -> int:
+        try:
+            name = item.path.resolve().relative_to(root).as_posix()
+        except ValueError:
+            return len(rank)
+        return rank.get(name, len(rank))
+
+    items.sort(key=order)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Drop what the run still holds on PostgreSQL: module servers' databases and the
     template."""
