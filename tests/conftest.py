@@ -41,32 +41,38 @@ def _drop_test_databases() -> Iterator[None]:
     backends.drop_databases(backends.created_databases() - before)
 
 
-#: The modules that take longest (tens of seconds of one worker each, measured), run first:
-#: each module goes to one worker whole, and a long one handed out last keeps its worker busy
-#: after the others have finished. The others keep their order.
+#: The modules that take longest (tens of seconds of one worker each, measured), handed out
+#: first: each module goes to one worker whole, and a long one handed out last keeps its
+#: worker busy after the others have finished. The other modules follow, those with the most
+#: tests first (``make test`` runs xdist with ``--no-loadscope-reorder``, which keeps this order;
+#: xdist's own order is by number of tests alone, and put these one-test modules last).
 LONGEST_FIRST = (
     "tests/contract/test_schemathesis.py",
+    "tests/tooling/test_tooling.py",
     "tests/patterns/test_hash_partitioned.py",
     "tests/patterns/test_sequentially_chunked.py",
     "tests/api/test_time_travel_processes.py",
     "tests/api/test_schedules_processes.py",
+    "tests/contract/test_typescript_client.py",
     "tests/engine/test_flows.py",
-    "tests/cli/test_attributes_set_channels_publish.py",
     "tests/cli/test_streams_tail.py",
 )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Hand the longest modules out first (see LONGEST_FIRST)."""
-    root = Path(str(config.rootpath))
+    """Order the modules for the workers (see LONGEST_FIRST)."""
     rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
+    root = Path(str(config.rootpath))
+    counts: dict[Path, int] = {}
+    for item in items:
+        counts[item.path] = counts.get(item.path, 0) + 1
 
-    def order(item: pytest.Item) -> int:
+    def order(item: pytest.Item) -> tuple[int, int, str]:
         try:
             name = item.path.resolve().relative_to(root).as_posix()
         except ValueError:
-            return len(rank)
-        return rank.get(name, len(rank))
+            name = str(item.path)
+        return (rank.get(name, len(rank)), -counts[item.path], name)
 
     items.sort(key=order)
 
