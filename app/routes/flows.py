@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
 
 import engine
 from app.deps import EngineDep, LimitsDep, PageSizeQuery, PageTokenQuery, RunIdQuery
 from app.errors import responses
 from app.limits import check_value_size, check_values_size
+from app.long_polls import while_connected
 from app.schemas import (
     FlowInfoResponse,
     FlowResultResponse,
@@ -88,13 +89,18 @@ async def describe_flow(flowId: str, eng: EngineDep, run_id: RunIdQuery = None) 
     responses=responses(400, 404, 422),
 )
 async def wait_for_flow(
+    request: Request,
     flowId: str,
     eng: EngineDep,
     run_id: RunIdQuery = None,
     wait_seconds: Annotated[float, Query(alias="waitSeconds", ge=0, le=60)] = 0,
-) -> FlowResultResponse:
+) -> FlowResultResponse | Response:
     """Return the run's result, waiting up to waitSeconds for it to close."""
-    result = await eng.wait_for_flow(flowId, run_id, wait_seconds)
+    result = await while_connected(
+        request, wait_seconds, eng.wait_for_flow(flowId, run_id, wait_seconds)
+    )
+    if isinstance(result, Response):  # the client left
+        return result
     return FlowResultResponse.of(result)
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
 
 from app.deps import EngineDep, LimitsDep
 from app.errors import responses
 from app.limits import check_wait
+from app.long_polls import while_connected
 from app.schemas import (
     AttributeMatchBody,
     AttributeMatchResponse,
@@ -73,11 +74,12 @@ async def search_flows(
     responses=responses(400, 404, 422),
 )
 async def wait_for_attribute_match(
+    request: Request,
     flowId: str,
     body: AttributeMatchBody,
     eng: EngineDep,
     limits: LimitsDep,
-) -> AttributeMatchResponse:
+) -> AttributeMatchResponse | Response:
     """Wait until an Attribute, or one AttributeMap instance, of the active run matches.
 
     Answers as soon as a commit makes the comparison true, with the matched current value, or
@@ -86,12 +88,18 @@ async def wait_for_attribute_match(
     GT/GE/LT/LE on non-numeric values), 404 FLOW_NOT_ACTIVE_OR_NOT_FOUND (closed or missing).
     """
     check_wait(limits, body.wait_seconds)
-    match = await eng.wait_for_attribute_match(
-        flowId,
-        body.name,
-        body.operator,
-        body.value,
-        instance=body.instance,
-        wait_seconds=body.wait_seconds,
+    match = await while_connected(
+        request,
+        body.wait_seconds,
+        eng.wait_for_attribute_match(
+            flowId,
+            body.name,
+            body.operator,
+            body.value,
+            instance=body.instance,
+            wait_seconds=body.wait_seconds,
+        ),
     )
+    if isinstance(match, Response):  # the client left
+        return match
     return AttributeMatchResponse(matched=match.matched, value=match.value)

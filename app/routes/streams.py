@@ -10,12 +10,13 @@ from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request, status
+from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 import engine
 from app.deps import EngineDep
 from app.errors import responses
+from app.long_polls import while_connected
 from app.schemas import (
     ListStreamMessagesResponse,
     ReadStreamResponse,
@@ -116,6 +117,7 @@ async def list_stream_messages(
     responses=responses(400, 404, 409, 422),
 )
 async def read_stream(
+    request: Request,
     flowType: str,
     flowId: str,
     stream: str,
@@ -134,16 +136,22 @@ async def read_stream(
             description="How long to wait for a message (0 to 60).",
         ),
     ] = 0.0,
-) -> ReadStreamResponse:
+) -> ReadStreamResponse | Response:
     """Return the message after resumeToken, waiting up to waitSeconds for one to be written.
 
     An empty token, or one older than the retained head, starts at the head. ``message`` is
     null when the wait ended first. Resume is best effort: a slow reader can miss messages
     trimmed before its next read.
     """
-    message = await eng.read_stream(
-        flowId, stream, resume_token, wait_seconds=wait_seconds, flow_type=flowType
+    message = await while_connected(
+        request,
+        wait_seconds,
+        eng.read_stream(
+            flowId, stream, resume_token, wait_seconds=wait_seconds, flow_type=flowType
+        ),
     )
+    if isinstance(message, Response):  # the client left
+        return message
     return ReadStreamResponse(message=None if message is None else _message(message))
 
 
