@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Dialect, Engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import greenlet_spawn
 
@@ -118,6 +118,17 @@ class PostgresDatabase:
         @event.listens_for(engine.sync_engine, "connect")
         def _tag(_dbapi_connection: Any, record: Any) -> None:
             record.info[CLAIMANT] = claimant
+
+        @event.listens_for(engine.sync_engine, "checkout")
+        def _outside_a_transaction(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+            # A unit canceled while its BEGIN was on its way leaves asyncpg in a transaction
+            # that SQLAlchemy does not track (it records one only once BEGIN has returned), so
+            # nothing rolls it back: the next unit on the connection would nest in it as a
+            # savepoint and never commit. Such a connection is discarded instead; the pool
+            # hands out another one.
+            raw = dbapi_connection.driver_connection
+            if raw.is_in_transaction() or getattr(raw, "_top_xact", None) is not None:
+                raise DisconnectionError("a pooled connection was left inside a transaction")
 
         statements = StatementPool(
             self.dsn(),

@@ -10,10 +10,13 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
+from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import await_
 
 from engine._storage.connection_pool import ConnectionPool, PoolTimeoutError
 from engine._storage.outage import PostgresTimeouts
+from engine._storage.postgres import PostgresDatabase
 from engine._storage.statement_pool import StatementPool
 from engine.errors import UnavailableError
 from tests.support.backends import admin_connection
@@ -242,3 +245,37 @@ async def test_a_write_that_lost_a_deadlock_is_replayed(
         await pool.commit("SELECT flaky('23505')", ())
     assert (await pool.fetch("SELECT last_value FROM calls", ()))[0][0] == 1
     assert unknown == []
+
+
+async def test_a_pooled_connection_left_inside_a_transaction_is_not_handed_out_again(
+    pg_engine: AsyncEngine,
+) -> None:
+    # A unit canceled while its BEGIN was on its way leaves asyncpg inside a transaction that
+    # SQLAlchemy never recorded, so nothing rolled it back: the next unit on that connection
+    # nested in it as a savepoint and never committed. The pool now discards such a one.
+    url = pg_engine.url.render_as_string(hide_password=False)
+    database = PostgresDatabase(url, claimant="test", pool_size=1)
+    await database.open()
+    try:
+
+        def left_open(conn: Connection) -> int:
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            await_(raw.transaction().start())  # behind SQLAlchemy's back
+            pid: int = raw.get_server_pid()
+            return pid
+
+        stranded = await database.read(left_open)
+
+        def insert(conn: Connection) -> int:
+            conn.execute(text("INSERT INTO kept (k) VALUES (1)"))
+            pid: int = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            return pid
+
+        async with pg_engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE kept (k integer)"))
+        assert await database.write(insert) != stranded
+        async with pg_engine.connect() as conn:  # committed: another connection sees it
+            assert (await conn.execute(text("SELECT count(*) FROM kept"))).scalar_one() == 1
+    finally:
+        await database.close()
