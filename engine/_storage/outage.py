@@ -80,6 +80,16 @@ def unavailable(exc: BaseException, *, connecting: bool = False) -> UnavailableE
     return error
 
 
+def raise_if_unavailable(exc: BaseException, *, connecting: bool = False) -> None:
+    """Raise the UnavailableError ``exc`` amounts to, if it is an outage; else return (the
+    caller raises ``exc`` itself)."""
+    error = unavailable(exc, connecting=connecting)
+    if error is exc:
+        raise exc
+    if error is not None:
+        raise error from exc
+
+
 def _reason(exc: BaseException, connecting: bool) -> str | None:
     if isinstance(exc, PoolTimeoutError):
         return "no database connection became free within the pool timeout"

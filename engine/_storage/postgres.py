@@ -45,7 +45,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import greenlet_spawn
 
-from engine._storage.outage import PostgresTimeouts, unavailable
+from engine._storage.outage import PostgresTimeouts, raise_if_unavailable
 from engine._storage.prepared import Prepared
 from engine._storage.schema import upgrade_postgres
 from engine._storage.statement_pool import (
@@ -170,16 +170,16 @@ class PostgresDatabase:
             return await greenlet_spawn(_on_connection, reads.connect, query)
         except DBAPIError as exc:
             if not exc.connection_invalidated:
-                _raise_outage(exc)
+                raise_if_unavailable(exc)
                 raise
         except Exception as exc:  # a connect or a pool checkout failed, say
-            _raise_outage(exc, connecting=True)
+            raise_if_unavailable(exc, connecting=True)
             raise
         # The pooled connection had been closed (a server restart): once more, on a new one.
         try:
             return await greenlet_spawn(_on_connection, reads.connect, query)
         except Exception as exc:
-            _raise_outage(exc, connecting=True)
+            raise_if_unavailable(exc, connecting=True)
             raise
 
     async def scan(self, query: Callable[[Connection], T]) -> T:
@@ -233,12 +233,12 @@ class PostgresDatabase:
                     # reached the server.
                     if exc.connection_invalidated:
                         self.unknown_outcomes += 1
-                    _raise_outage(exc)
+                    raise_if_unavailable(exc)
                     raise
                 log.info("replaying a commit unit after %s (attempt %d)", _sqlstate(exc), attempt)
                 await asyncio.sleep(0.005 * attempt)  # let the winner of the conflict commit
             except Exception as exc:  # no connection could be had (a pool timeout, say)
-                _raise_outage(exc, connecting=True)
+                raise_if_unavailable(exc, connecting=True)
                 raise
         raise AssertionError("unreachable")
 
@@ -275,13 +275,6 @@ def _announce(engine: Engine, sql: str, args: Sequence[Any]) -> None:
 
 def _select_one(conn: Connection) -> None:
     conn.exec_driver_sql("SELECT 1")
-
-
-def _raise_outage(exc: BaseException, *, connecting: bool = False) -> None:
-    """Raise the UnavailableError ``exc`` amounts to, if it is an outage; else return."""
-    error = unavailable(exc, connecting=connecting)
-    if error is not None:
-        raise error from exc
 
 
 def _sqlstate(exc: DBAPIError) -> str | None:

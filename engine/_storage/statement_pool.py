@@ -29,7 +29,7 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
 from engine._storage.connection_pool import ConnectionPool, PoolTimeoutError
-from engine._storage.outage import PostgresTimeouts, unavailable
+from engine._storage.outage import PostgresTimeouts, raise_if_unavailable
 from engine.errors import UnavailableError
 
 log = logging.getLogger("dexlite.postgres")
@@ -102,13 +102,13 @@ class StatementPool:
             return await self._run(sql, args)
         except Exception as exc:
             if not _lost(exc):
-                _raise_outage(exc)
+                raise_if_unavailable(exc)
                 raise
         # The pooled connection had been closed (a server restart): once more, on a new one.
         try:
             return await self._run(sql, args)
         except Exception as exc:
-            _raise_outage(exc, connecting=True)
+            raise_if_unavailable(exc, connecting=True)
             raise
 
     async def commit(self, sql: str, args: Sequence[Any]) -> list[Any]:
@@ -122,7 +122,7 @@ class StatementPool:
                 if state not in RETRYABLE_SQLSTATES or attempt == MAX_ATTEMPTS:
                     if _lost(exc):
                         self._on_unknown_outcome()
-                    _raise_outage(exc)
+                    raise_if_unavailable(exc)
                     raise
                 log.info("replaying a statement after %s (attempt %d)", state, attempt)
                 await asyncio.sleep(0.005 * attempt)  # let the winner of the conflict commit
@@ -138,7 +138,7 @@ class StatementPool:
                 "no database connection became free within the pool timeout; retry shortly"
             ) from exc
         except Exception as exc:  # a new connection could not be opened
-            _raise_outage(exc, connecting=True)
+            raise_if_unavailable(exc, connecting=True)
             raise
         try:
             self._announce(sql, args)
@@ -158,12 +158,3 @@ def _lost(exc: BaseException) -> bool:
     return isinstance(exc, (asyncpg.ConnectionDoesNotExistError, ConnectionError)) or (
         isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
     )
-
-
-def _raise_outage(exc: BaseException, *, connecting: bool = False) -> None:
-    """Raise the UnavailableError ``exc`` amounts to, if it is an outage; else return."""
-    error = unavailable(exc, connecting=connecting)
-    if error is exc:
-        raise exc
-    if error is not None:
-        raise error from exc
