@@ -68,8 +68,8 @@ def execute(
             "--wait",
             metavar="SECONDS",
             callback=_poll_seconds,
-            help="How long each waitForFlow request waits (0.1 to 60); repeated until the run "
-            "closes.",
+            help=f"How long each waitForFlow request waits ({MIN_WAIT_SECONDS:g} to "
+            f"{MAX_WAIT_SECONDS:g}); repeated until the run closes.",
         ),
     ] = MAX_WAIT_SECONDS,
     url: UrlOption = DEFAULT_URL,
