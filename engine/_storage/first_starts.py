@@ -52,7 +52,7 @@ WITH f AS (
     INSERT INTO history (run_id, event_type, at, details, commit_seq)
     SELECT $3::varchar, $13::varchar, $7::int8, $14::text, r.seq FROM r
 ), n AS (
-    SELECT pg_notify($15::text, $16::text) FROM r WHERE $15::text IS NOT NULL
+    SELECT dexlite_announce($15::text, $16::text) FROM r WHERE $15::text IS NOT NULL
 )
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)
 """

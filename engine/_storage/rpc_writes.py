@@ -60,7 +60,7 @@ WITH d AS MATERIALIZED (
     FROM r, unnest($14::varchar[], $15::varchar[], $16::text[]) WITH ORDINALITY AS z(nm, i, v, p)
     WHERE r.change_log
 ), n AS (
-    SELECT pg_notify($17::text, $18::text) FROM r WHERE $18::text IS NOT NULL
+    SELECT dexlite_announce($17::text, $18::text) FROM r WHERE $18::text IS NOT NULL
 )
 SELECT (SELECT dropped FROM d), (SELECT count(*) FROM r), (SELECT count(*) FROM n)
 """

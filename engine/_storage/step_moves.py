@@ -76,7 +76,7 @@ WITH r AS (
     INSERT INTO history (run_id, event_type, at, details, commit_seq)
     SELECT $1::varchar, $20::varchar, $12::int8, $21::text, g.seq FROM g
 ), n AS (
-    SELECT pg_notify($22::text, $23::text) FROM g WHERE $23::text IS NOT NULL
+    SELECT dexlite_announce($22::text, $23::text) FROM g WHERE $23::text IS NOT NULL
 )
 SELECT (SELECT count(*) FROM g), (SELECT count(*) FROM n),
        (SELECT array_agg(id ORDER BY ord) FROM ids)

@@ -54,7 +54,7 @@ WITH h AS (
         AS v(id, state, phase, at, cm, done, out, et, em)
     WHERE se.id = v.id
 ), n AS (
-    SELECT pg_notify(ch, p) FROM unnest($16::text[], $17::text[]) AS x(ch, p)
+    SELECT dexlite_announce(ch, p) FROM unnest($16::text[], $17::text[]) AS x(ch, p)
 )
 SELECT (SELECT count(*) FROM n),
        CASE WHEN $18::text IS NULL THEN NULL ELSE dexlite_drop_rpc_locks($18, $19) END
@@ -112,7 +112,8 @@ class Tail:
         self._closes.append(row)
 
     def notify(self, channel: str, payload: str) -> None:
-        """Send ``payload`` on ``channel`` with the commit."""
+        """Send ``payload`` on ``channel`` with the commit, unless this process is alone on
+        the database (``dexlite_announce``, migration 0010)."""
         self._notices.append((channel, payload))
 
     def drop_rpc_locks(
