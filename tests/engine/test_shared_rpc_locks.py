@@ -59,6 +59,7 @@ class AfterTheRPC(Step[None]):
 
 class LockFlow(Flow[None]):
     k = Attribute("k", int)
+    j = Attribute("j", int)
 
     def __init__(self, gate: Gate | None = None) -> None:
         self.gate = Gate() if gate is None else gate  # its own when the test opens none
@@ -78,6 +79,11 @@ class LockFlow(Flow[None]):
         value = (self.k.get(context) or 0) + 1
         self.k.set(context, value)
         return value
+
+    @rpc(lock_attributes=(j.lock(), k.lock()))
+    def bump_both(self, context: Context) -> None:
+        self.j.set(context, (self.j.get(context) or 0) + 1)
+        self.k.set(context, (self.k.get(context) or 0) + 1)
 
     @rpc
     def queue_step(self, context: Context) -> RPCResult[None]:
@@ -175,6 +181,12 @@ async def test_the_row_of_a_live_processs_rpc_conflicts_and_stays(
         assert caught.value.key == KEY
         assert await _lock_rows(url) == [(KEY, "another-rpc", "an RPC", process)]
         assert (await eng.get_attributes("f", ["k"])).values.get("k") is None
+        # Of two keys, the free one is not kept either: the take changed nothing.
+        with pytest.raises(RPCLockConflictError, match="an RPC") as both:
+            await eng.invoke_rpc("bump_both", "f")
+        assert both.value.key == KEY
+        assert await _lock_rows(url) == [(KEY, "another-rpc", "an RPC", process)]
+        assert (await eng.get_attributes("f")).values == {}
 
 
 async def test_an_rpc_dropping_its_keys_grants_them_to_another_processs_waiting_step(
