@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import signal
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -57,6 +58,18 @@ LONGEST_FIRST = (
     "tests/engine/test_flows.py",
     "tests/cli/test_streams_tail.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let the commands the tests start stop on the Ctrl-C (SIGINT) some tests send them.
+
+    A shell starts a background job (``make test &``, a CI step run that way) with SIGINT
+    ignored, and an ignored signal stays ignored across exec: a ``dexlite`` command would then
+    never see the test's SIGINT and wait out its long poll. A handler of our own (Python's
+    usual one) is reset to the default at exec instead, as in a suite started from a terminal.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
