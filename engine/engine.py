@@ -443,6 +443,11 @@ class Engine(ScheduleCalls):
         """Return what tells whether the engine has work in hand (``engine.testing``)."""
         return self._services.activity
 
+    def _announces_commits(self) -> bool:
+        """Whether this process sends notices of its commits to other processes."""
+        shared = self._services.shared
+        return shared is not None and not shared.notifier.alone
+
     def _waiting_calls(self) -> tuple[int, int, int]:
         """Count the long-polling calls: (waitForFlow, WaitForAttributeMatch, readStream)."""
         services = self._services

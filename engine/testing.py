@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from engine.clock import ManualClock, wait_idle
 from engine.engine import Engine
 
-__all__ = ["ManualClock", "WaitingCalls", "settle", "waiting_calls"]
+__all__ = ["ManualClock", "WaitingCalls", "announces_commits", "settle", "waiting_calls"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,12 @@ class WaitingCalls:
     attribute_matches: int
     #: readStream calls waiting for a message.
     stream_reads: int
+
+
+def announces_commits(engine: Engine) -> bool:
+    """Whether ``engine`` sends notices of its commits to other processes: never on SQLite
+    (its process is the only one), and on PostgreSQL unless it is alone on the database."""
+    return engine._announces_commits()
 
 
 def waiting_calls(engine: Engine) -> WaitingCalls:

@@ -35,9 +35,8 @@ class OneStatement(Protocol):
     def result(self) -> CommitResult:
         """What the commit changed, when it wrote."""
 
-    def statement(self, claimant: str, notice: tuple[str, str] | None) -> tuple[str, Args]:
-        """The statement and its arguments, queuing Steps for ``claimant`` and sending
-        ``notice`` with the commit."""
+    def statement(self, claimant: str) -> tuple[str, Args]:
+        """The statement and its arguments, queuing Steps for ``claimant``."""
 
     def wrote(self, rows: Sequence[Sequence[Any]]) -> bool:
         """Read the statement's rows: False when it wrote nothing."""
@@ -108,7 +107,7 @@ class Committer:
 
     async def _commit_one(self, statements: StatementWriter, one: OneStatement) -> bool:
         """Apply ``one`` as its own transaction; publish its result when it wrote (True)."""
-        sql, args = one.statement(statements.claimant, self._notifier.notice(one.result))
+        sql, args = one.statement(statements.claimant)
         self._activity.enter(COMMITS)
         try:
             started = time.perf_counter()
@@ -133,7 +132,7 @@ class Committer:
     ) -> tuple[str, CommitResult]:
         """Apply ``writes`` as one statement dropping ``owner``'s ``taken`` lock rows; publish
         its result when it committed. Answer what happened (see ``rpc_writes``)."""
-        sql, args = writes.statement(owner, taken, self._notifier.notice(writes.result))
+        sql, args = writes.statement(owner, taken)
         self._activity.enter(COMMITS)
         try:
             started = time.perf_counter()
@@ -168,10 +167,9 @@ class Committer:
             if not await self._commit_one(self._statements, move):
                 raise StaleAttemptError(move.decision.step_id)
             return move.result
-        within = self._notifier.within(unit)
         if after:
-            within = HandedOff(within, after)
-        return await self._finish(self._database.write(within, slow=slow))
+            unit = HandedOff(unit, after)
+        return await self._finish(self._database.write(unit, slow=slow))
 
     def hand_off(
         self,
@@ -189,7 +187,7 @@ class Committer:
         Until the unit ends, :attr:`handoffs` lists it under ``flow_id`` with ``writes`` and
         ``run``, the run as the caller's snapshot had it.
         """
-        handed = HandedOff(self._notifier.within(unit), after, run_id, writes, run)
+        handed = HandedOff(unit, after, run_id, writes, run)
         assert self._writer is not None, "units are handed off to a database's one writer"
         queued: asyncio.Future[CommitResult] = self._writer.submit(handed)
         self._activity.enter(COMMITS)  # now: the caller releases its locks before awaiting

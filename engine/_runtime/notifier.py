@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 from engine._runtime.ports import CommitListener
-from engine._storage.commits import Unit
 from engine._storage.records import CommitResult
 
 log = logging.getLogger("dexlite.commits")
@@ -20,14 +19,6 @@ class LocalNotifier:
     def subscribe(self, listener: CommitListener) -> None:
         """Call ``listener`` with every commit from now on."""
         self._listeners.append(listener)
-
-    def within(self, unit: Unit) -> Unit:
-        """Return ``unit`` as it runs in the database: no other process needs to hear of it."""
-        return unit
-
-    def notice(self, result: CommitResult) -> tuple[str, str] | None:
-        """Return the (channel, payload) a commit of ``result`` sends: none here."""
-        return None
 
     def publish(self, result: CommitResult) -> None:
         """Deliver ``result`` to every listener; one listener's failure does not stop the rest."""

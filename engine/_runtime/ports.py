@@ -204,18 +204,9 @@ CommitListener = Callable[[CommitResult], None]
 class Notifier(Protocol):
     """Delivers every commit to the listeners that follow up on it."""
 
-    def within(
-        self, unit: Callable[[Connection], CommitResult]
-    ) -> Callable[[Connection], CommitResult]:
-        """Return ``unit`` as the database should run it (announcing it to other processes
-        in its own transaction, where there are any)."""
-
-    def notice(self, result: CommitResult) -> tuple[str, str] | None:
-        """Return the (channel, payload) that announces ``result`` to other processes, for a
-        commit made without :meth:`within`; None where there are none."""
-
     def publish(self, result: CommitResult) -> None:
-        """Deliver ``result`` to every listener."""
+        """Deliver ``result``, a commit that has ended, to every listener (and announce it to
+        the other processes on the database, where there are any)."""
 
     def subscribe(self, listener: CommitListener) -> None:
         """Call ``listener`` with every commit from now on."""

@@ -9,7 +9,7 @@ one statement, its own transaction, written only if the Flow ID's row could be c
   nothing, and the caller commits the start as a unit, which applies the reuse policy);
 - the run, at commit 1 (as ``rows.insert_run`` writes it);
 - the start Step, numbered 1 of its type and claimed by this process (as ``rows.insert_steps``);
-- the ``FLOW_STARTED`` event and the commit notice.
+- the ``FLOW_STARTED`` event.
 
 A start with initial Attributes commits as a unit (its writes go through the index and change
 log code); so does every start on SQLite, whose writer runs statements in this process.
@@ -51,10 +51,8 @@ WITH f AS (
 ), h AS (
     INSERT INTO history (run_id, event_type, at, details, commit_seq)
     SELECT $3::varchar, $13::varchar, $7::int8, $14::text, r.seq FROM r
-), n AS (
-    SELECT dexlite_announce($15::text, $16::text) FROM r WHERE $15::text IS NOT NULL
 )
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM n)
+SELECT (SELECT count(*) FROM r)
 """
 
 
@@ -67,12 +65,11 @@ class FirstStart:
     #: What the commit changed, as the unit would have answered it.
     result: CommitResult
 
-    def statement(self, claimant: str, notice: tuple[str, str] | None) -> tuple[str, Args]:
+    def statement(self, claimant: str) -> tuple[str, Args]:
         """The statement and its arguments, to run outside a transaction (it is its own),
-        queuing the start Step for ``claimant`` and sending ``notice``."""
+        queuing the start Step for ``claimant``."""
         request = self.request
         step = request.start_step
-        channel, payload = notice or (None, None)
         details = {
             "flowType": request.flow_type,
             "requestId": request.request_id,
@@ -94,8 +91,6 @@ class FirstStart:
             claimant,
             HistoryEventType.FLOW_STARTED.value,
             json.dumps(details, separators=(",", ":"), default=str),
-            channel,
-            payload,
         )
         return SQL, args
 
@@ -104,7 +99,7 @@ class FirstStart:
         already used."""
         request = self.request
         step = request.start_step
-        started, _ = rows[0]
+        (started,) = rows[0]
         if not started:
             return False
         if step is not None:

@@ -9,7 +9,7 @@ its own transaction, and PostgreSQL serializes the units on one run through the 
 unit takes first (``SELECT ... FOR UPDATE``, see ``rows.lock_run``). Units on different runs
 commit in parallel, and PostgreSQL's own group commit shares the WAL flushes.
 
-A unit's last writes (its history and change-log rows, its commit notice, an RPC's lock
+A unit's last writes (its history and change-log rows, an RPC's lock
 release) go to the server as one statement just before it commits (see ``tail``).
 
 A statement that is its own transaction needs none of that: the point reads of a run or a

@@ -8,8 +8,7 @@ took (the fence) and the run is still open:
 
 - the run's next commit number (as ``rows.lock_run`` takes it inside a journaled unit);
 - the Attribute rows (upserts and deletes, the last write to a key winning);
-- the ``RPC_COMMITTED`` history event and the change-log rows, as the journal writes them;
-- the commit notice for the other processes.
+- the ``RPC_COMMITTED`` history event and the change-log rows, as the journal writes them.
 
 It answers what the drop found, so the caller knows which of four things happened: all of it
 (committed), nothing because a Step waits on the Flow (the function changed nothing: the
@@ -59,10 +58,8 @@ WITH d AS MATERIALIZED (
     SELECT $3::varchar, r.seq, z.p, 'W', z.nm, z.i, NULL, z.v, NULL, true
     FROM r, unnest($14::varchar[], $15::varchar[], $16::text[]) WITH ORDINALITY AS z(nm, i, v, p)
     WHERE r.change_log
-), n AS (
-    SELECT dexlite_announce($17::text, $18::text) FROM r WHERE $18::text IS NOT NULL
 )
-SELECT (SELECT dropped FROM d), (SELECT count(*) FROM r), (SELECT count(*) FROM n)
+SELECT (SELECT dropped FROM d), (SELECT count(*) FROM r)
 """
 
 #: What the statement found: the run open and the fence held (all written).
@@ -97,15 +94,14 @@ class RPCWrites:
             operation="invokeRpc",
         )
 
-    def statement(self, owner: str, taken: int, notice: tuple[str, str] | None) -> tuple[str, Args]:
+    def statement(self, owner: str, taken: int) -> tuple[str, Args]:
         """The statement and its arguments, to run outside a transaction (it is its own),
-        dropping ``owner``'s lock rows, ``taken`` of them expected, and sending ``notice``."""
+        dropping ``owner``'s lock rows, ``taken`` of them expected."""
         latest = last_writes(self.writes)  # as rows.apply_writes applies and logs them
         kept = [w for w in latest if w.value is not None or w.blob]
         gone = [w for w in latest if w.value is None and not w.blob]
         # Hard-delete values are one per Flow ID and never restored: not logged.
         logged = [w for w in latest if not w.hard_delete]
-        channel, payload = notice or (None, None)
         args = (
             self.flow_id,
             owner,
@@ -123,14 +119,12 @@ class RPCWrites:
             [w.name for w in logged],
             [w.instance for w in logged],
             [w.value for w in logged],
-            channel,
-            payload,
         )
         return SQL, args
 
     def outcome(self, rows: Sequence[Sequence[Any]], taken: int) -> str:
         """Read the statement's answer: what happened (see the module's constants)."""
-        dropped, runs, _ = rows[0]
+        dropped, runs = rows[0]
         if dropped < 0:
             return WAITERS
         if dropped != taken:

@@ -73,11 +73,10 @@ class StepEnd:
             }
         )
 
-    def statement(self, claimant: str, notice: tuple[str, str] | None) -> tuple[str, Args]:
-        """The call and its arguments, to run outside a transaction (the call is its own),
-        sending ``notice`` (``claimant`` is unused: it queues no Step)."""
+    def statement(self, claimant: str) -> tuple[str, Args]:
+        """The call and its arguments, to run outside a transaction (the call is its own;
+        ``claimant`` is unused: it queues no Step)."""
         decision = self.decision
-        channel, payload = notice or (None, None)
         args = (
             self.run_id,
             decision.step_id,
@@ -93,8 +92,10 @@ class StepEnd:
             None if self.closes is None else self.closes.value,
             self.step_details,
             self._flow_details,
-            channel,
-            payload,
+            # The function's notice (its channel and payload): none. Notices go out once
+            # the commit has ended (``engine._runtime.multiprocess.notify``).
+            None,
+            None,
         )
         return SQL, args
 

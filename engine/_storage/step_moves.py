@@ -10,7 +10,7 @@ checked as last committed):
 - the run's next commit number (as ``rows.lock_run_at_attempt`` takes it);
 - the next executions, numbered from the run's per-type counters and claimed by this process
   (as ``rows.insert_steps`` creates them);
-- the deciding execution's close, its ``STEP_CLOSED`` event and the commit notice.
+- the deciding execution's close and its ``STEP_CLOSED`` event.
 
 Only decisions with next Steps and no other effect (no Attribute write, Channel operation,
 cancellation or history of their own), which cannot close the run, qualify
@@ -75,11 +75,8 @@ WITH r AS (
 ), h AS (
     INSERT INTO history (run_id, event_type, at, details, commit_seq)
     SELECT $1::varchar, $20::varchar, $12::int8, $21::text, g.seq FROM g
-), n AS (
-    SELECT dexlite_announce($22::text, $23::text) FROM g WHERE $23::text IS NOT NULL
 )
-SELECT (SELECT count(*) FROM g), (SELECT count(*) FROM n),
-       (SELECT array_agg(id ORDER BY ord) FROM ids)
+SELECT (SELECT count(*) FROM g), (SELECT array_agg(id ORDER BY ord) FROM ids)
 """
 
 
@@ -103,9 +100,9 @@ class StepMove:
     #: IDs when it commits).
     result: CommitResult
 
-    def statement(self, claimant: str, notice: tuple[str, str] | None) -> tuple[str, Args]:
+    def statement(self, claimant: str) -> tuple[str, Args]:
         """The statement and its arguments, to run outside a transaction (it is its own),
-        queuing the next Steps for ``claimant`` and sending ``notice``."""
+        queuing the next Steps for ``claimant``."""
         # Each new execution's place among those of its type (1, 2, ...), and how many of its
         # type there are: the statement numbers them on from the run's counter of the type.
         counts: dict[str, int] = {}
@@ -114,7 +111,6 @@ class StepMove:
             counts[step.step_type] = counts.get(step.step_type, 0) + 1
             numbers.append(counts[step.step_type])
         decision = self.decision
-        channel, payload = notice or (None, None)
         args = (
             self.run_id,
             decision.step_id,
@@ -137,15 +133,13 @@ class StepMove:
             decision.error_message,
             HistoryEventType.STEP_CLOSED.value,
             self.history_details,
-            channel,
-            payload,
         )
         return SQL, args
 
     def wrote(self, rows: Sequence[Sequence[Any]]) -> bool:
         """Read the statement's answer: False, having changed nothing, when the run was not
         open or the attempt no longer current."""
-        done, _, ids = rows[0]
+        done, ids = rows[0]
         if not done:
             return False
         for step, step_id in zip(self.next_steps, ids, strict=True):

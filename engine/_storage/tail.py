@@ -1,9 +1,8 @@
 """The end of a commit unit on PostgreSQL: what it writes last, sent as one statement.
 
 A unit's last writes need no answer before the unit ends: its history events and change-log
-rows (the journal), the close of a Step execution nothing in the unit reads again, the notice
-announcing the commit to other processes, and the release of an RPC's Attribute locks (whose
-count, the fence, is checked after). Each used to be a
+rows (the journal), the close of a Step execution nothing in the unit reads again, and the
+release of an RPC's Attribute locks (whose count, the fence, is checked after). Each used to be a
 statement of its own, and on PostgreSQL every statement is a round trip to the server and
 about a tenth of a millisecond of this process's CPU. Here they are gathered while the unit
 runs and written by one statement of fixed text (prepared once per connection), rows passed
@@ -27,7 +26,7 @@ T = TypeVar("T")
 #: ``conn.info`` key of the running unit's tail.
 TAIL = "dexlite.tail"
 
-#: Writes the gathered rows, sends the notices and drops an RPC's lock rows (the count it
+#: Writes the gathered rows and drops an RPC's lock rows (the count it
 #: dropped, or -1 when a Step waits on the Flow: see migration 0005), in one statement.
 #: Rows keep their order: history IDs are assigned in it.
 FLUSH = """
@@ -49,15 +48,12 @@ WITH h AS (
         due_at = NULL, is_completion = v.done, output = v.out, error_type = v.et,
         error_message = v.em
     FROM unnest(
-        $20::varchar[], $21::varchar[], $22::varchar[], $23::int8[], $24::int8[],
-        $25::bool[], $26::text[], $27::varchar[], $28::text[])
+        $18::varchar[], $19::varchar[], $20::varchar[], $21::int8[], $22::int8[],
+        $23::bool[], $24::text[], $25::varchar[], $26::text[])
         AS v(id, state, phase, at, cm, done, out, et, em)
     WHERE se.id = v.id
-), n AS (
-    SELECT dexlite_announce(ch, p) FROM unnest($16::text[], $17::text[]) AS x(ch, p)
 )
-SELECT (SELECT count(*) FROM n),
-       CASE WHEN $18::text IS NULL THEN NULL ELSE dexlite_drop_rpc_locks($18, $19) END
+SELECT CASE WHEN $16::text IS NULL THEN NULL ELSE dexlite_drop_rpc_locks($16, $17) END
 """
 
 _CLOSE = (
@@ -89,12 +85,11 @@ _LOG = (
 class Tail:
     """The last writes of one unit, sent together by :meth:`flush`."""
 
-    __slots__ = ("_after", "_closes", "_drop", "_history", "_log", "_notices")
+    __slots__ = ("_after", "_closes", "_drop", "_history", "_log")
 
     def __init__(self) -> None:
         self._history: list[dict[str, Any]] = []
         self._log: list[dict[str, Any]] = []
-        self._notices: list[tuple[str, str]] = []
         self._closes: list[dict[str, Any]] = []
         self._drop: tuple[str, str] | None = None
         self._after: Callable[[Connection, int], None] | None = None
@@ -111,11 +106,6 @@ class Tail:
         """Close a Step execution (``_CLOSE`` columns): for a unit that reads it no more."""
         self._closes.append(row)
 
-    def notify(self, channel: str, payload: str) -> None:
-        """Send ``payload`` on ``channel`` with the commit, unless this process is alone on
-        the database (``dexlite_announce``, migration 0010)."""
-        self._notices.append((channel, payload))
-
     def drop_rpc_locks(
         self, flow_id: str, owner: str, then: Callable[[Connection, int], None]
     ) -> None:
@@ -127,21 +117,19 @@ class Tail:
 
     def flush(self, conn: Connection) -> None:
         """Send everything gathered as one statement (none when nothing was)."""
-        if not (self._history or self._log or self._notices or self._drop or self._closes):
+        if not (self._history or self._log or self._drop or self._closes):
             return
         history = [[row[key] for row in self._history] for key in _HISTORY]
         log = [[row[key] for row in self._log] for key in _LOG]
-        channels = [channel for channel, _ in self._notices]
-        payloads = [payload for _, payload in self._notices]
         flow_id, owner = self._drop or (None, None)
         closes = [[row[key] for row in self._closes] for key in _CLOSE]
-        params = (*history, *log, channels, payloads, flow_id, owner, *closes)
+        params = (*history, *log, flow_id, owner, *closes)
         if pg_direct.on_asyncpg(conn):
             row = pg_direct.fetch(conn, FLUSH, params)[0]
         else:
             row = conn.exec_driver_sql(FLUSH, params).one()
         if self._after is not None:
-            self._after(conn, int(row[1]))
+            self._after(conn, int(row[0]))
 
 
 def tail_of(conn: Connection) -> Tail | None:

@@ -1,10 +1,9 @@
-"""Commit notices on PostgreSQL go out only when another process may hear them: an engine
-alone on the database sends none, one that joins is let in before it serves, and it reads
-every commit made without a notice before it does (migration 0010, ``multiprocess.notify``).
+"""Commit notices on PostgreSQL go out once a commit has ended, and only when another process
+may hear them: an engine alone on the database sends none, and one that joins is let in
+before it serves (``engine._runtime.multiprocess.notify``).
 
 An observer connection of the test listens on the notice channel without joining, so it hears
-what a commit sends without counting as a process; a marker it sends itself afterwards comes
-after every notice of the commits made before it.
+what a commit sends without counting as a process.
 """
 
 from __future__ import annotations
@@ -18,21 +17,23 @@ import asyncpg
 
 from engine import Attribute, Context, EngineConfig, Flow, MatchOperator, RPCResult, StepList, rpc
 from engine._runtime.multiprocess.notify import (
+    ALL,
     ALONE,
     COMMITS_CHANNEL,
-    FENCE,
     JOIN_CHANNEL,
     LOCK_CLASS,
+    MAX_PAYLOAD,
     SharedNotifier,
+    _changes,
+    _notices,
 )
-from engine.testing import waiting_calls
+from engine._storage.records import AttributeWrite, RunChange
+from engine.testing import announces_commits, waiting_calls
 from tests.conftest import running_engine
 from tests.support.backends import postgres_only
 from tests.support.waiting import eventually
 
 pytestmark = postgres_only("commit notices between processes on one PostgreSQL database")
-
-MARKER = "dexlite_test_marker"
 
 
 class NoteFlow(Flow[None]):
@@ -55,25 +56,25 @@ def _dsn(config: EngineConfig) -> str:
 
 
 class Observer:
-    """Listens on the commit notice channel (without joining) and on its own marker."""
+    """Listens on the commit notice channel without joining (so it is no process)."""
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
-        self.heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self.heard: asyncio.Queue[str] = asyncio.Queue()
 
-    def _hear(self, _conn: Any, _pid: int, channel: str, payload: str) -> None:
-        self.heard.put_nowait((channel, payload))
+    def _hear(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self.heard.put_nowait(payload)
 
-    async def notices(self) -> list[str]:
-        """Return the commit notices heard since the last call (those of every commit that
-        ended before this call: they precede its marker)."""
-        await self.conn.execute(f"NOTIFY {MARKER}")
-        found = []
-        while True:
-            channel, payload = await asyncio.wait_for(self.heard.get(), 30)
-            if channel == MARKER:
-                return found
-            found.append(payload)
+    async def until(self, flow_id: str) -> list[str]:
+        """Return the Flow IDs named by the notices heard up to the first naming ``flow_id``.
+
+        One engine sends its notices in commit order on one connection, and PostgreSQL
+        delivers them in that order: a notice of an earlier commit would come before."""
+        named: list[str] = []
+        while flow_id not in named:
+            payload = await asyncio.wait_for(self.heard.get(), 30)
+            named.extend(change.flow_id for change in _changes(payload)[1])
+        return named
 
 
 @contextlib.asynccontextmanager
@@ -82,7 +83,6 @@ async def observing(config: EngineConfig) -> AsyncIterator[Observer]:
     observer = Observer(conn)
     try:
         await conn.add_listener(COMMITS_CHANNEL, observer._hear)
-        await conn.add_listener(MARKER, observer._hear)
         yield observer
     finally:
         await conn.close()
@@ -91,47 +91,49 @@ async def observing(config: EngineConfig) -> AsyncIterator[Observer]:
 async def test_an_engine_alone_sends_no_notice_until_another_joins_and_again_once_it_left(
     engine_config: EngineConfig,
 ) -> None:
+    flows = ("alone-1", "joined-1", "alone-2", "joined-2")
     async with (
         running_engine([NoteFlow()], engine_config) as first,
         observing(engine_config) as observer,
     ):
-        await first.start_flow(NoteFlow, "n", None)
-        await first.invoke_rpc("set_note", "n", "alone")
-        assert await observer.notices() == []
+        assert not announces_commits(first)  # alone once started
+        for flow_id in flows:
+            await first.start_flow(NoteFlow, flow_id, None)
+        await first.invoke_rpc("set_note", "alone-1", "unheard")
 
         async with running_engine([NoteFlow()], engine_config) as second:
-            await first.invoke_rpc("set_note", "n", "joined")
-            heard = await observer.notices()
-            assert len(heard) == 1 and '"f":"n"' in heard[0], heard
-            # And the other engine's waiters hear it: a match wakes on the first's commit
-            # long before its own deadline (30 s) would have it read again.
+            # Let in before the other served, and neither is alone now.
+            assert announces_commits(first) and announces_commits(second)
+            # The other engine's waiter hears the first's commit: the match wakes long before
+            # its own deadline (30 s) would have it read again.
             waiting = asyncio.create_task(
                 second.wait_for_attribute_match(
-                    "n", "note", MatchOperator.EQ, "heard", wait_seconds=30
+                    "joined-1", "note", MatchOperator.EQ, "heard", wait_seconds=30
                 )
             )
             await eventually(
                 lambda: waiting_calls(second).attribute_matches == 1, what="the match waiter"
             )
-            await first.invoke_rpc("set_note", "n", "heard")
+            await first.invoke_rpc("set_note", "joined-1", "heard")
             match = await asyncio.wait_for(waiting, 15)
             assert (match.matched, match.value) == (True, "heard")
-            await observer.notices()
+            # Its notice is the first the observer hears: the earlier commits sent none.
+            assert await observer.until("joined-1") == ["joined-1"]
 
-        async def alone_again() -> bool:
-            await first.invoke_rpc("set_note", "n", "alone again")
-            return await observer.notices() == []
+        await eventually(lambda: not announces_commits(first), what="the engine alone again")
+        await first.invoke_rpc("set_note", "alone-2", "unheard")
+        async with running_engine([NoteFlow()], engine_config):
+            await first.invoke_rpc("set_note", "joined-2", "heard")
+            assert await observer.until("joined-2") == ["joined-2"]
 
-        await eventually(alone_again, what="the engine to be alone again")
 
-
-async def test_a_process_that_joins_waits_for_the_commits_made_without_a_notice(
+async def test_a_process_that_joins_asks_the_one_alone_to_let_go_before_it_serves(
     engine_config: EngineConfig,
 ) -> None:
     async with running_engine([NoteFlow()], engine_config):
         pass  # the schema, migrated
     dsn = _dsn(engine_config)
-    alone, commit = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    alone = await asyncpg.connect(dsn)
     joining = SharedNotifier("joining", dsn)
     try:
         # Another process, alone: it holds ALONE shared, as every process does, and
@@ -140,53 +142,42 @@ async def test_a_process_that_joins_waits_for_the_commits_made_without_a_notice(
         assert await alone.fetchval("SELECT pg_try_advisory_lock($1, $2)", LOCK_CLASS, ALONE)
         asked = asyncio.Event()
         await alone.add_listener(JOIN_CHANNEL, lambda *_: asked.set())
-        async with observing(engine_config) as observer:
-            # One of its commits, under way, skips its notice.
-            transaction = commit.transaction()
-            await transaction.start()
-            await commit.execute(f"SELECT dexlite_announce('{COMMITS_CHANNEL}', 'unheard')")
-
-            starting = asyncio.create_task(joining.start())
-            await asyncio.wait_for(asyncio.shield(asked.wait()), 30)
-            assert await alone.fetchval("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, ALONE)
-
-            async def on_the_fence() -> bool:
-                waiting = await alone.fetchval(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                    " AND classid = $1 AND objid = $2",
-                    LOCK_CLASS,
-                    FENCE,
-                )
-                return bool(waiting == 1)
-
-            await eventually(on_the_fence, what="the joining process to wait on the fence")
-            assert not starting.done()
-            await transaction.commit()
-            await asyncio.wait_for(starting, 30)
-            assert await observer.notices() == []  # the commit sent none
-            # Joined: it holds ALONE shared, so neither process can be alone now.
-            assert not await alone.fetchval(
-                "SELECT pg_try_advisory_lock($1, $2)", LOCK_CLASS, ALONE
-            )
-            assert not joining.alone
-            await commit.execute(f"SELECT dexlite_announce('{COMMITS_CHANNEL}', 'heard')")
-            assert await observer.notices() == ["heard"]
+        starting = asyncio.create_task(joining.start())
+        await asyncio.wait_for(asyncio.shield(asked.wait()), 30)
+        assert not starting.done()  # it does not serve until let in
+        assert await alone.fetchval("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, ALONE)
+        await asyncio.wait_for(starting, 30)
+        # Joined: it holds ALONE shared, so neither process can be alone now.
+        assert not await alone.fetchval("SELECT pg_try_advisory_lock($1, $2)", LOCK_CLASS, ALONE)
+        assert not joining.alone
     finally:
         await joining.close()
         await alone.close()
-        await commit.close()
 
 
-async def test_the_step_end_function_announces_through_the_gate(
-    engine_config: EngineConfig,
-) -> None:
-    async with running_engine([NoteFlow()], engine_config):
-        pass  # the schema, migrated
-    conn = await asyncpg.connect(_dsn(engine_config))
-    try:
-        body = await conn.fetchval(
-            "SELECT pg_get_functiondef(p.oid) FROM pg_proc p WHERE p.proname = 'dexlite_end_step'"
+def test_a_batch_of_commits_too_large_for_one_notice_is_split_and_a_huge_one_named_only() -> None:
+    big = "x" * 500
+    huge = RunChange(
+        flow_id="f",
+        flow_type="F",
+        run_id="r",
+        writes=tuple(AttributeWrite(f"name-{i}-{big}", "", "1") for i in range(40)),
+        ended_step_ids=("r:S-1",),
+    )
+    small = [
+        RunChange(
+            flow_id=f"g{n}", flow_type="F", run_id=f"q{n}", writes=(AttributeWrite(big, "", "1"),)
         )
-    finally:
-        await conn.close()
-    assert "dexlite_announce(p_channel" in body and "pg_notify" not in body
+        for n in range(30)
+    ]
+    nothing = RunChange(flow_id="h", flow_type="F", run_id="s")
+    payloads = _notices("me", [huge, nothing, *small])
+    assert len(payloads) > 1 and all(len(p.encode()) <= MAX_PAYLOAD for p in payloads)
+    found = [change for p in payloads for change in _changes(p)[1]]
+    assert {_changes(p)[0] for p in payloads} == {"me"}
+    # The huge change names its run's writes and queues as ALL; the rest are whole, in order.
+    assert [(c.flow_id, c.written, c.ended_step_ids, c.published) for c in found] == [
+        ("f", ALL, ("r:S-1",), ALL),
+        *[(f"g{n}", ((big, ""),), (), ()) for n in range(30)],
+    ]
+    assert _notices("me", [nothing]) == []

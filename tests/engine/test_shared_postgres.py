@@ -24,8 +24,6 @@ from engine import (
     graceful_complete,
     rpc,
 )
-from engine._runtime.multiprocess.notify import ALL, MAX_PAYLOAD, _changes, _notice
-from engine._storage.records import AttributeWrite, RunChange
 from engine.testing import settle, waiting_calls
 from tests.conftest import running_engine
 from tests.support.backends import postgres_only
@@ -159,24 +157,3 @@ async def test_a_match_waiter_wakes_on_a_commit_of_the_other_engine(
         await first.invoke_rpc("set_status", "s", "go")
         match = await waiting
     assert (match.matched, match.value) == (True, "go")
-
-
-def test_a_notice_too_large_for_notify_names_only_its_runs() -> None:
-    big = "x" * 500
-    change = RunChange(
-        flow_id="f",
-        flow_type="F",
-        run_id="r",
-        writes=tuple(AttributeWrite(f"name-{i}-{big}", "", "1") for i in range(40)),
-        ended_step_ids=("r:S-1",),
-    )
-    small = RunChange(flow_id="g", flow_type="F", run_id="q", published=(("orders", ""),))
-    payload = _notice("me", (change, small))
-    assert payload is not None and len(payload.encode()) <= MAX_PAYLOAD
-    sender, changes = _changes(payload)
-    assert sender == "me"
-    assert [(c.flow_id, c.written, c.ended_step_ids, c.published) for c in changes] == [
-        ("f", ALL, ("r:S-1",), ALL),
-        ("g", ALL, (), ALL),
-    ]
-    assert _notice("me", (RunChange(flow_id="f", flow_type="F", run_id="r"),)) is None

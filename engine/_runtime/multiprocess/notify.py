@@ -1,20 +1,22 @@
 """Commits made in one process, announced to the others through ``LISTEN/NOTIFY``.
 
-Every commit unit of this process sends, in its own transaction (so only a commit is ever
-announced), a short notice of what it changed: per run the Attribute keys written, the Step
-executions ended, the queues published to and whether the run closed. The other processes
-hand it to their commit followers, which wake the waiters of their own (waitForFlow,
-WaitForAttributeMatch, Channel and SubFlow waits) and stop their attempts of ended Steps.
-A notice is best effort (a process that was not listening misses it): every wait also reads
-once more at its deadline, so a commit made elsewhere is never reported as a miss.
+Once a commit of this process has committed, a short notice of what it changed goes to the
+other processes: per run the Attribute keys written, the Step executions ended, the queues
+published to and whether the run closed. They hand it to their commit followers, which wake
+the waiters of their own (waitForFlow, WaitForAttributeMatch, Channel and SubFlow waits) and
+stop their attempts of ended Steps. One sender sends the notices of the commits that ended
+while it sent the last ones, several to a ``NOTIFY`` transaction: under load a transaction
+carries many, where each commit used to send its own inside its transaction.
+A notice is best effort (a process that was not listening misses it, one that stops may not
+send it): every wait also reads once more at its deadline, so a commit made elsewhere is never
+reported as a miss.
 
-A process alone on the database sends no notices (``dexlite_announce``, migration 0010): its
-listener holds the "alone" advisory lock, which it takes only while no other listener holds
-that lock shared, as every listener does. A process that joins asks, on ``dexlite_join``, until
-the one alone lets go of it, then waits on the "fence" lock for the commits that process made
-without a notice; only then does it serve, so it reads every commit it was not told of. A
-process whose listener connection is lost loses its locks with it, and its commits announce
-themselves again at once.
+A process alone on the database sends no notices. Its listener holds the "alone" advisory lock
+exclusively, which it can take only while no other listener holds that lock shared, as every
+listener does. A process that starts beside it asks, on ``dexlite_join``, until the one alone
+lets go of it; only then does it serve. The one alone stops dropping notices before it lets go,
+so a commit either ended before (and the new process reads it) or is announced. A process
+whose listener connection is lost loses the lock with it and announces its commits again.
 """
 
 from __future__ import annotations
@@ -23,17 +25,14 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
-from sqlalchemy import Connection, text
 
 from engine._runtime.notifier import LocalNotifier
-from engine._storage.commits import Unit
 from engine._storage.records import CommitResult, RunChange
-from engine._storage.tail import tail_of
 
 log = logging.getLogger("dexlite.notify")
 
@@ -41,10 +40,10 @@ COMMITS_CHANNEL = "dexlite_commits"
 #: PostgreSQL refuses a payload of 8000 bytes or more; past this a notice names only the runs.
 MAX_PAYLOAD = 7900
 ALL = "*"
-#: The advisory locks of migration 0010 (two-key space, class "dxlt" in ASCII): the fence that
-#: commits skipping their notice hold until they end, and the lock of a process alone.
+#: The advisory lock of a process alone on the database (two-key space, class "dxlt" in ASCII,
+#: apart from the one-key locks of Flows and schema changes).
 LOCK_CLASS = 1685613684
-FENCE, ALONE = 1, 2
+ALONE = 2
 #: Where a process that joins asks the one alone on the database to let go of its lock.
 JOIN_CHANNEL = "dexlite_join"
 #: How long a process that joins asks before it serves regardless (notices are best effort: it
@@ -53,9 +52,8 @@ JOIN_SECONDS = 10.0
 JOIN_POLL_SECONDS = 0.01
 #: How long a process that let another in waits before it tries to be alone again.
 LET_IN_HOLD_SECONDS = 2.0
-#: Built once: a new ``select(func...)`` per commit cost its construction and its cache key on
-#: every RPC.
-_ANNOUNCE = text(f"SELECT dexlite_announce('{COMMITS_CHANNEL}', :payload)")
+#: One NOTIFY per notice, all in one transaction.
+_SEND = "SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n"
 
 
 @dataclass(frozen=True)
@@ -73,32 +71,55 @@ class RemoteChange:
 RemoteListener = Callable[[RemoteChange], None]
 
 
-def _notice(process_id: str, changes: tuple[RunChange, ...]) -> str | None:
-    entries = [
-        {
-            "f": c.flow_id,
-            "r": c.run_id,
-            "w": sorted({(w.name, w.instance) for w in c.writes}),
-            "e": list(c.ended_step_ids),
-            "p": [list(q) for q in c.published],
-            "c": c.closed_status is not None,
-        }
-        for c in changes
-        if c.writes or c.ended_step_ids or c.published or c.closed_status is not None
-    ]
-    if not entries:
+def _entry(change: RunChange) -> dict[str, Any] | None:
+    """What a notice says of ``change``, or None when it changed nothing another process
+    follows."""
+    if not (change.writes or change.ended_step_ids or change.published or change.closed_status):
         return None
-    text = json.dumps({"from": process_id, "c": entries}, separators=(",", ":"))
-    if len(text.encode()) <= MAX_PAYLOAD:
-        return text
-    brief = [
-        {"f": e["f"], "r": e["r"], "w": ALL, "e": e["e"], "p": ALL, "c": e["c"]} for e in entries
-    ]
-    text = json.dumps({"from": process_id, "c": brief}, separators=(",", ":"))
-    if len(text.encode()) <= MAX_PAYLOAD:
-        return text
-    bare = [{"f": e["f"], "r": e["r"], "w": ALL, "e": [], "p": ALL, "c": True} for e in entries]
-    return json.dumps({"from": process_id, "c": bare[:40]}, separators=(",", ":"))
+    return {
+        "f": change.flow_id,
+        "r": change.run_id,
+        "w": sorted({(w.name, w.instance) for w in change.writes}),
+        "e": list(change.ended_step_ids),
+        "p": [list(q) for q in change.published],
+        "c": change.closed_status is not None,
+    }
+
+
+def _fitting(entry: dict[str, Any], room: int) -> str:
+    """``entry`` as JSON in at most ``room`` bytes: whole, else naming only its run's writes
+    and queues as ALL, else only its run (as closed: the listener reads it all again)."""
+    for shown in (
+        entry,
+        {**entry, "w": ALL, "p": ALL},
+        {"f": entry["f"], "r": entry["r"], "w": ALL, "e": [], "p": ALL, "c": True},
+    ):
+        text = json.dumps(shown, separators=(",", ":"))  # ASCII: its length is its size
+        if len(text) <= room:
+            return text
+    return text
+
+
+def _notices(process_id: str, changes: Iterable[RunChange]) -> list[str]:
+    """The payloads that announce ``changes``, each under PostgreSQL's limit (MAX_PAYLOAD)."""
+    head = '{"from":' + json.dumps(process_id) + ',"c":['
+    room = MAX_PAYLOAD - len(head) - 2
+    payloads: list[str] = []
+    parts: list[str] = []
+    used = 0
+    for change in changes:
+        entry = _entry(change)
+        if entry is None:
+            continue
+        text = _fitting(entry, room)
+        if parts and used + 1 + len(text) > room:
+            payloads.append(head + ",".join(parts) + "]}")
+            parts, used = [], 0
+        used += len(text) + (1 if parts else 0)
+        parts.append(text)
+    if parts:
+        payloads.append(head + ",".join(parts) + "]}")
+    return payloads
 
 
 def _changes(payload: str) -> tuple[str, list[RemoteChange]]:
@@ -130,28 +151,18 @@ class SharedNotifier(LocalNotifier):
         self._alone = False
         self._let_in_at = float("-inf")
         self._letting_in: asyncio.Task[None] | None = None
+        # The changes of commits not announced yet, and the task sending them.
+        self._outbox: list[RunChange] = []
+        self._sender: asyncio.Task[None] | None = None
 
-    def within(self, unit: Unit) -> Unit:
-        """Return ``unit`` sending its notice in its own transaction."""
-
-        def announced(conn: Connection) -> CommitResult:
-            result = unit(conn)
-            payload = _notice(self._process_id, result.changes)
-            if payload is not None:
-                tail = tail_of(conn)
-                if tail is not None:
-                    tail.notify(COMMITS_CHANNEL, payload)  # with the unit's last writes
-                else:
-                    conn.execute(_ANNOUNCE, {"payload": payload})
-            return result
-
-        return announced
-
-    def notice(self, result: CommitResult) -> tuple[str, str] | None:
-        """Return the (channel, payload) a commit of ``result`` sends, for a commit made
-        without :meth:`within` (one statement of its own)."""
-        payload = _notice(self._process_id, result.changes)
-        return None if payload is None else (COMMITS_CHANNEL, payload)
+    def publish(self, result: CommitResult) -> None:
+        """Deliver ``result`` here, and announce it to the other processes, if any."""
+        super().publish(result)
+        if self._alone or self._closing or not result.changes:
+            return
+        self._outbox.extend(result.changes)
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._send())
 
     def subscribe_remote(self, listener: RemoteListener) -> None:
         """Call ``listener`` with every run another process's commit changed."""
@@ -169,8 +180,9 @@ class SharedNotifier(LocalNotifier):
     async def close(self) -> None:
         """Stop listening."""
         self._closing = True
-        if self._letting_in is not None:
-            self._letting_in.cancel()
+        for task in (self._letting_in, self._sender):
+            if task is not None:
+                task.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -219,8 +231,7 @@ class SharedNotifier(LocalNotifier):
                 log.warning("could not listen on the database; retrying")
 
     async def _join(self, seconds: float) -> None:
-        """Hold ALONE shared (asking a process alone to let go of it for up to ``seconds``),
-        then wait for the commits that process made without a notice."""
+        """Hold ALONE shared, asking a process alone to let go of it for up to ``seconds``."""
         conn = self._conn
         assert conn is not None
         loop = asyncio.get_running_loop()
@@ -230,7 +241,8 @@ class SharedNotifier(LocalNotifier):
                 if await conn.fetchval(
                     "SELECT pg_try_advisory_lock_shared($1, $2)", LOCK_CLASS, ALONE
                 ):
-                    break
+                    self._joined = True
+                    return
                 if loop.time() >= deadline:
                     if seconds >= JOIN_SECONDS:
                         log.warning(
@@ -240,18 +252,6 @@ class SharedNotifier(LocalNotifier):
                     return
                 await conn.execute(f"NOTIFY {JOIN_CHANNEL}")
             await asyncio.sleep(JOIN_POLL_SECONDS)
-        async with self._session:
-            # Its commits that skipped their notice hold the fence shared until they end.
-            timeout = max(deadline - loop.time(), JOIN_POLL_SECONDS)
-            try:
-                await conn.execute(
-                    "SELECT pg_advisory_lock($1, $2)", LOCK_CLASS, FENCE, timeout=timeout
-                )
-            except TimeoutError:
-                log.warning("commits made without a notice are still running; going on")
-            else:
-                await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_CLASS, FENCE)
-        self._joined = True
 
     async def _try_alone(self) -> None:
         """Take ALONE exclusively if no other listener holds it (this session's own shared
@@ -287,7 +287,29 @@ class SharedNotifier(LocalNotifier):
         finally:
             self._letting_in = None
 
-    def _on_commits(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+    async def _send(self) -> None:
+        """Send the notices of the commits in the outbox until it stays empty."""
+        try:
+            while self._outbox:
+                changes, self._outbox = self._outbox, []
+                conn = self._conn
+                # Alone since (nobody to tell), or not listening (the notices are lost).
+                if self._alone or conn is None or conn.is_closed():
+                    continue
+                payloads = _notices(self._process_id, changes)
+                if not payloads:
+                    continue
+                try:
+                    async with self._session:
+                        await conn.execute(_SEND, COMMITS_CHANNEL, payloads)
+                except Exception as exc:  # best effort: waits read again at their deadlines
+                    log.warning("%d commit notices were not sent: %s", len(payloads), exc)
+        finally:
+            self._sender = None
+
+    def _on_commits(self, conn: Any, pid: int, _channel: str, payload: str) -> None:
+        if pid == conn.get_server_pid():
+            return  # this process's own notices, sent on this connection
         try:
             sender, changes = _changes(payload)
         except (ValueError, KeyError, TypeError):

@@ -1,7 +1,7 @@
 """An RPC's quick lock take inserts its rows in one statement, without a check before it.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-12-06
 
 ``dexlite_take_rpc_locks`` (0005) looked for a row on any of the keys, then inserted one per
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
