@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from engine import Attribute, Context, EngineConfig, Flow, MatchOperator, RPCResult, StepList, rpc
+from engine import EngineConfig, MatchOperator
 from engine._runtime.multiprocess.notify import (
     ALL,
     ALONE,
@@ -30,25 +30,11 @@ from engine._runtime.multiprocess.notify import (
 from engine._storage.records import AttributeWrite, RunChange
 from engine.testing import announces_commits, waiting_calls
 from tests.conftest import running_engine
+from tests.engine.test_shared_postgres import StatusFlow
 from tests.support.backends import postgres_only
 from tests.support.waiting import eventually
 
 pytestmark = postgres_only("commit notices between processes on one PostgreSQL database")
-
-
-class NoteFlow(Flow[None]):
-    """A Flow whose RPC writes one Attribute."""
-
-    note = Attribute("note", str)
-
-    def get_steps(self) -> StepList[None]:
-        return StepList.empty()
-
-    @rpc
-    def set_note(self, context: Context, input: str) -> RPCResult[None]:
-        """Write ``input`` to the note."""
-        self.note.set(context, input)
-        return RPCResult(None)
 
 
 def _dsn(config: EngineConfig) -> str:
@@ -93,44 +79,44 @@ async def test_an_engine_alone_sends_no_notice_until_another_joins_and_again_onc
 ) -> None:
     flows = ("alone-1", "joined-1", "alone-2", "joined-2")
     async with (
-        running_engine([NoteFlow()], engine_config) as first,
+        running_engine([StatusFlow()], engine_config) as first,
         observing(engine_config) as observer,
     ):
         assert not announces_commits(first)  # alone once started
         for flow_id in flows:
-            await first.start_flow(NoteFlow, flow_id, None)
-        await first.invoke_rpc("set_note", "alone-1", "unheard")
+            await first.start_flow(StatusFlow, flow_id, None)
+        await first.invoke_rpc("set_status", "alone-1", "unheard")
 
-        async with running_engine([NoteFlow()], engine_config) as second:
+        async with running_engine([StatusFlow()], engine_config) as second:
             # Let in before the other served, and neither is alone now.
             assert announces_commits(first) and announces_commits(second)
             # The other engine's waiter hears the first's commit: the match wakes long before
             # its own deadline (30 s) would have it read again.
             waiting = asyncio.create_task(
                 second.wait_for_attribute_match(
-                    "joined-1", "note", MatchOperator.EQ, "heard", wait_seconds=30
+                    "joined-1", "status", MatchOperator.EQ, "heard", wait_seconds=30
                 )
             )
             await eventually(
                 lambda: waiting_calls(second).attribute_matches == 1, what="the match waiter"
             )
-            await first.invoke_rpc("set_note", "joined-1", "heard")
+            await first.invoke_rpc("set_status", "joined-1", "heard")
             match = await asyncio.wait_for(waiting, 15)
             assert (match.matched, match.value) == (True, "heard")
             # Its notice is the first the observer hears: the earlier commits sent none.
             assert await observer.until("joined-1") == ["joined-1"]
 
         await eventually(lambda: not announces_commits(first), what="the engine alone again")
-        await first.invoke_rpc("set_note", "alone-2", "unheard")
-        async with running_engine([NoteFlow()], engine_config):
-            await first.invoke_rpc("set_note", "joined-2", "heard")
+        await first.invoke_rpc("set_status", "alone-2", "unheard")
+        async with running_engine([StatusFlow()], engine_config):
+            await first.invoke_rpc("set_status", "joined-2", "heard")
             assert await observer.until("joined-2") == ["joined-2"]
 
 
 async def test_a_process_that_joins_asks_the_one_alone_to_let_go_before_it_serves(
     engine_config: EngineConfig,
 ) -> None:
-    async with running_engine([NoteFlow()], engine_config):
+    async with running_engine([StatusFlow()], engine_config):
         pass  # the schema, migrated
     dsn = _dsn(engine_config)
     alone = await asyncpg.connect(dsn)
