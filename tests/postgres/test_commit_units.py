@@ -197,7 +197,7 @@ def statement_unit(one: Any) -> Any:
     a SQLAlchemy Connection, as this process: its Steps' claimant."""
 
     def unit(conn: Connection) -> bool:
-        wrote: bool = one.wrote(pg_direct.fetch(conn, *one.statement("this-process", None)))
+        wrote: bool = one.wrote(pg_direct.fetch(conn, *one.statement("this-process")))
         return wrote
 
     return unit
