@@ -63,7 +63,8 @@ class EngineConfig:
     #: through SQLAlchemy's ``Connection.execute``.
     prepared_statements: bool = True
     #: SQLite: an RPC's locks pass to the next holder as its commit is queued (the next holder
-    #: reads the handed-off writes); False releases them once the commit ended.
+    #: reads the handed-off writes); False releases them once the commit ended. PostgreSQL:
+    #: the same for this process's next RPC on the keys (``multiprocess/relay``).
     early_lock_release: bool = True
     #: Immutable values an invocation wrote go to the next holder of its locks as objects;
     #: False makes every reader decode the stored text.

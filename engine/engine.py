@@ -194,9 +194,12 @@ class Engine(ScheduleCalls):
 
         ``on_locks_released`` is called once the invocation has released its locks: as soon as
         its effects are queued for commit where the database commits in order (SQLite: early
-        lock release), else after its commit; never for an invocation that did not get them
-        (an RPC_LOCK_CONFLICT). A caller that lines up invocations on one Flow can let the
-        next one go then, instead of after the commit.
+        lock release), or where this process's next invocation on the same keys may take them
+        over from the commit in flight (PostgreSQL, for an RPC whose effects are Attribute
+        writes: its lock rows stay on the keys for that invocation), else after its commit;
+        never for an invocation that did not get them (an RPC_LOCK_CONFLICT). A caller that
+        lines up invocations on one Flow can let the next one go then, instead of after the
+        commit; it is answered once its own commit is durable either way.
         """
         return await self._services.rpcs.invoke_method(
             rpc, flow_id, input, run_id, options, on_locks_released, flow_type

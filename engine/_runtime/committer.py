@@ -79,11 +79,13 @@ class Committer:
         hand_off: HandOff | None = None,
         on_released: Callable[[], None] = nothing,
         one_statement: RPCWrites | None = None,
+        relay: bool = False,
     ) -> LockedCommit:
         """Return ``unit`` as a LockedCommit: committed after ``after`` (see :meth:`commit`),
         queued for early release when the database has one writer and ``hand_off``
         describes the unit's writes, and runnable as ``one_statement`` where the database
-        applies single statements (PostgreSQL)."""
+        applies single statements (PostgreSQL), there handed off to the next holder of the
+        keys through a relay when ``relay`` says one may follow (see ``multiprocess/relay``)."""
 
         def commit(locked: Unit) -> Awaitable[CommitResult]:
             return self.commit(locked, after)
@@ -100,10 +102,13 @@ class Committer:
             )[1]
 
         early = hand_off is not None and self._writer is not None and self._early_release
-        statement = None
+        statement = relayed = None
         if one_statement is not None and self._statements is not None:
             statement = partial(self._commit_statement, self._statements, one_statement)
-        return LockedCommit(unit, commit, queue if early else None, on_released, statement)
+            if relay and hand_off is not None and self._writer is None and self._early_release:
+                handed = HandedOff(unit, after, hand_off.run_id, hand_off.writes, hand_off.run)
+                relayed = _Relayed(self, hand_off.flow_id, handed, one_statement)
+        return LockedCommit(unit, commit, queue if early else None, on_released, statement, relayed)
 
     async def _commit_one(self, statements: StatementWriter, one: OneStatement) -> bool:
         """Apply ``one`` as its own transaction; publish its result when it wrote (True)."""
@@ -168,6 +173,11 @@ class Committer:
                 raise StaleAttemptError(move.decision.step_id)
             return move.result
         if after:
+            if self._writer is None:
+                # No writer orders the commits: wait until the units read have ended.
+                for earlier in after:
+                    if earlier.ended is not None:
+                        await asyncio.shield(earlier.ended)
             unit = HandedOff(unit, after)
         return await self._finish(self._database.write(unit, slow=slow))
 
@@ -210,3 +220,50 @@ class Committer:
             return result
         finally:
             self._activity.leave(COMMITS)
+
+
+class _Relayed:
+    """A locked RPC's writes-only unit as a relay commits it (see ``handoff.RelayedUnit``)."""
+
+    __slots__ = ("_committer", "_flow_id", "_writes", "handed")
+
+    def __init__(
+        self, committer: Committer, flow_id: str, handed: HandedOff, writes: RPCWrites
+    ) -> None:
+        self._committer = committer
+        self._flow_id = flow_id
+        self._writes = writes
+        self.handed = handed
+
+    def queued(self) -> None:
+        """Note the unit as handed off (see ``handoff.RelayedUnit``)."""
+        self.handed.ended = asyncio.get_running_loop().create_future()
+        self._committer.handoffs.add(self._flow_id, self.handed)
+        self._committer._activity.enter(COMMITS)
+
+    @property
+    def result(self) -> CommitResult:
+        """What the unit changes (see ``handoff.RelayedUnit``)."""
+        return self._writes.result
+
+    def not_open(self) -> BaseException:
+        """The error of a run no longer open, as the plain commit raises it."""
+        return self._writes.not_open()
+
+    def kept(self, owner: str, taken: int) -> tuple[str, Args]:
+        """The unit keeping ``owner``'s lock rows (``rpc_writes.KEEP_SQL``)."""
+        return self._writes.kept(owner, taken)
+
+    def committed(self) -> None:
+        """Publish the unit's result; it has ended."""
+        self._committer._notifier.publish(self._writes.result)
+        self.ended(None)
+
+    def ended(self, error: BaseException | None) -> None:
+        """Forget the unit; its readers learn how it ended."""
+        if error is not None:
+            self.handed.mark_failed(error)
+        self._committer.handoffs.remove(self._flow_id, self.handed)
+        self._committer._activity.leave(COMMITS)
+        if self.handed.ended is not None and not self.handed.ended.done():
+            self.handed.ended.set_result(None)

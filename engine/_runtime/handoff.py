@@ -11,17 +11,22 @@ fails fails every unit that read what it wrote. GetAttributes and every other cl
 see committed state only.
 
 PostgreSQL commits units on several connections in parallel, in no fixed order, so there the
-locks are still held until the commit.
+lock rows stay on the keys until the commit; one process's RPCs that follow each other on the
+same keys pass them on in process while their commits go out in order, in batches
+(``multiprocess/relay``), and an invocation that read such units waits for them to end before
+its own unit commits.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from engine._storage.commits import Unit
 from engine._storage.records import (
+    Args,
     AttributeWrite,
     CommitResult,
     LoadPlan,
@@ -64,12 +69,41 @@ class LockedCommit:
     #: runs it so (see ``rpc_writes``): given the owner and how many rows it took, it
     #: answers what happened and the unit's result.
     statement: Callable[[str, int], Awaitable[tuple[str, CommitResult]]] | None = None
+    #: The unit as a commit that keeps the RPC's lock rows for the next RPC of this process
+    #: (see ``multiprocess/relay``); None when it may not be handed off so.
+    relay: RelayedUnit | None = None
+
+
+class RelayedUnit(Protocol):
+    """A unit whose locks pass on before it commits, on a database without one writer."""
+
+    #: What readers lay over committed state until the unit ended.
+    handed: HandedOff
+
+    @property
+    def result(self) -> CommitResult:
+        """What the unit changes, once committed."""
+
+    def not_open(self) -> BaseException:
+        """The error of the unit's run no longer open."""
+
+    def queued(self) -> None:
+        """Note the unit as handed off: readers now see its writes."""
+
+    def kept(self, owner: str, taken: int) -> tuple[str, Args]:
+        """The unit as one statement that keeps ``owner``'s ``taken`` lock rows."""
+
+    def committed(self) -> None:
+        """The unit's statement committed: publish its result; the unit has ended."""
+
+    def ended(self, error: BaseException | None) -> None:
+        """The unit ended (committed elsewhere when ``error`` is None)."""
 
 
 class HandedOff:
     """A commit unit queued for the writer, and the earlier handed-off units it read."""
 
-    __slots__ = ("after", "error", "run", "run_id", "unit", "writes")
+    __slots__ = ("after", "ended", "error", "run", "run_id", "unit", "writes")
 
     def __init__(
         self,
@@ -87,6 +121,8 @@ class HandedOff:
         self.run = run
         #: Why the unit did not commit, once known (set in the writer's thread, in order).
         self.error: BaseException | None = None
+        #: Done once the unit ended, where no single writer orders the commits (a relay's).
+        self.ended: asyncio.Future[None] | None = None
 
     def __call__(self, conn: Any) -> Any:
         for earlier in self.after:

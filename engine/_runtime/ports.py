@@ -87,6 +87,9 @@ class StatementWriter(Protocol):
     async def write_statement(self, sql: str, args: Sequence[Any]) -> list[Any]:
         """Apply ``sql`` with positional ``args`` and return its rows once committed."""
 
+    async def write_batch(self, sql: str, batch: Sequence[Sequence[Any]]) -> None:
+        """Apply ``sql`` once per arguments of ``batch``, in order, all in one transaction."""
+
 
 class BlobStore(Protocol):
     """Object storage for hard-delete values: one value per (Flow ID, Attribute key)."""

@@ -315,6 +315,9 @@ class RPCExecutor:
                     hand_off=hand_off,
                     on_released=on_released,
                     one_statement=one,
+                    # A caller that hears of the release lines up the next invocation, which
+                    # may then get the keys from this one's commit in flight (PostgreSQL).
+                    relay=on_locks_released is not None,
                 )
                 await self._locks.commit_releasing(flow_id, owner, locked)
             return staged.output

@@ -211,6 +211,12 @@ class PostgresDatabase:
         assert self._statements is not None, "database is not open"
         return await self._statements.commit(sql, args)
 
+    async def write_batch(self, sql: str, batch: Sequence[Sequence[Any]]) -> None:
+        """Apply ``sql`` once per arguments of ``batch``, in order, as one transaction in one
+        round trip: all of them or, should one raise, none."""
+        assert self._statements is not None, "database is not open"
+        await self._statements.commit_many(sql, batch)
+
     async def write_prepared(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
         """Apply ``statement`` as :meth:`write_statement` does; return its rows as tuples."""
         compiled = statement.compiled(self._dialect)

@@ -62,6 +62,39 @@ WITH d AS MATERIALIZED (
 SELECT (SELECT dropped FROM d), (SELECT count(*) FROM r)
 """
 
+#: The same writes by an RPC that keeps its lock rows for the next RPC of its process (see
+#: ``multiprocess/relay``): ``dexlite_keep_rpc_locks`` (migration 0011) checks the rows and the
+#: run and numbers the commit, raising (SQLSTATE DXL01, DXL02) instead of writing nothing.
+KEEP_SQL = """
+WITH r AS MATERIALIZED (
+    SELECT dexlite_keep_rpc_locks($1::text, $2::text, $4::int, $3::varchar) AS seq
+), u AS (
+    INSERT INTO attributes (run_id, instance, name, value, blob, updated_at)
+    SELECT $3::varchar, i, nm, v, b, $5::int8
+    FROM r, unnest($6::varchar[], $7::varchar[], $8::text[], $9::bool[]) AS x(nm, i, v, b)
+    ON CONFLICT (run_id, instance, name) DO UPDATE
+        SET value = excluded.value, blob = excluded.blob, updated_at = excluded.updated_at
+), x AS (
+    DELETE FROM attributes AS a
+    USING r, unnest($10::varchar[], $11::varchar[]) AS y(nm, i)
+    WHERE a.run_id = $3::varchar AND a.name = y.nm AND a.instance = y.i
+), h AS (
+    INSERT INTO history (run_id, event_type, at, details, commit_seq)
+    SELECT $3::varchar, $12::varchar, $5::int8, $13::text, r.seq FROM r
+), c AS (
+    INSERT INTO change_log
+        (run_id, commit_seq, pos, kind, name, instance, message_id, value, at, external)
+    SELECT $3::varchar, r.seq, z.p, 'W', z.nm, z.i, NULL, z.v, NULL, true
+    FROM r, unnest($14::varchar[], $15::varchar[], $16::text[]) WITH ORDINALITY AS z(nm, i, v, p)
+    WHERE r.seq > 0
+)
+SELECT 1
+"""
+
+#: The SQLSTATEs ``KEEP_SQL`` raises: the lock rows were lost, the run was not open.
+KEPT_LOCKS_LOST = "DXL01"
+KEPT_RUN_NOT_OPEN = "DXL02"
+
 #: What the statement found: the run open and the fence held (all written).
 COMMITTED = "committed"
 #: A Step waits on the Flow: nothing was done, the unit must run (it grants the Step).
@@ -97,6 +130,14 @@ class RPCWrites:
     def statement(self, owner: str, taken: int) -> tuple[str, Args]:
         """The statement and its arguments, to run outside a transaction (it is its own),
         dropping ``owner``'s lock rows, ``taken`` of them expected."""
+        return SQL, self._args(owner, taken)
+
+    def kept(self, owner: str, taken: int) -> tuple[str, Args]:
+        """The statement and its arguments as ``KEEP_SQL``: the same writes, keeping
+        ``owner``'s ``taken`` lock rows (it raises when they are not all there)."""
+        return KEEP_SQL, self._args(owner, taken)
+
+    def _args(self, owner: str, taken: int) -> Args:
         latest = last_writes(self.writes)  # as rows.apply_writes applies and logs them
         kept = [w for w in latest if w.value is not None or w.blob]
         gone = [w for w in latest if w.value is None and not w.blob]
@@ -120,7 +161,7 @@ class RPCWrites:
             [w.instance for w in logged],
             [w.value for w in logged],
         )
-        return SQL, args
+        return args
 
     def outcome(self, rows: Sequence[Sequence[Any]], taken: int) -> str:
         """Read the statement's answer: what happened (see the module's constants)."""

@@ -114,9 +114,18 @@ class StatementPool:
     async def commit(self, sql: str, args: Sequence[Any]) -> list[Any]:
         """Run ``sql``, a write, as its own transaction and return its rows once committed;
         replayed after a conflict, never after a lost connection."""
+        return await self._committed(sql, args, many=False)
+
+    async def commit_many(self, sql: str, batch: Sequence[Sequence[Any]]) -> None:
+        """Run ``sql`` once for each of ``batch``'s arguments, in order, all in one
+        transaction and one round trip (asyncpg pipelines them, with one Sync); an error in
+        any of them rolls back every one. Replayed as :meth:`commit` is."""
+        await self._committed(sql, batch, many=True)
+
+    async def _committed(self, sql: str, args: Sequence[Any], *, many: bool) -> list[Any]:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                return await self._run(sql, args)
+                return await self._run(sql, args, many=many)
             except Exception as exc:
                 state = getattr(exc, "sqlstate", None)
                 if state not in RETRYABLE_SQLSTATES or attempt == MAX_ATTEMPTS:
@@ -128,7 +137,7 @@ class StatementPool:
                 await asyncio.sleep(0.005 * attempt)  # let the winner of the conflict commit
         raise AssertionError("unreachable")
 
-    async def _run(self, sql: str, args: Sequence[Any]) -> list[Any]:
+    async def _run(self, sql: str, args: Sequence[Any], *, many: bool = False) -> list[Any]:
         pool = self._pool
         assert pool is not None, "database is not open"
         try:
@@ -141,8 +150,14 @@ class StatementPool:
             raise_if_unavailable(exc, connecting=True)
             raise
         try:
-            self._announce(sql, args)
-            rows: list[Any] = await connection.fetch(sql, *args)
+            if many:
+                for one in args:
+                    self._announce(sql, one)
+                await connection.executemany(sql, args)
+                rows: list[Any] = []
+            else:
+                self._announce(sql, args)
+                rows = await connection.fetch(sql, *args)
         except asyncpg.PostgresError:
             pool.give(connection)  # the server answered with an error: the session is fine
             raise

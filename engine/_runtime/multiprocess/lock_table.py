@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, update
@@ -46,6 +46,7 @@ from engine._runtime.multiprocess.lock_rows import (
     lost,
     release_all,
 )
+from engine._runtime.multiprocess.relay import Relays
 from engine._storage import tables as t
 from engine._storage.postgres import PostgresDatabase
 from engine._storage.records import CommitResult, LoadPlan
@@ -80,6 +81,13 @@ class SharedLockTable:
         # release met an unavailable database (the statement may have run all the same).
         # The poll drops them once the database answers; until then the keys stay held.
         self._unreleased: dict[str, str] = {}
+        self._relays = Relays(
+            write_batch=database.write_batch,
+            commit_dropping=self._commit_dropping,
+            release_rows=self.release_now,
+            raise_lost=self._raise_lost,
+            spawn=self._spawn_task,
+        )
 
     async def acquire_for_rpc(
         self,
@@ -95,6 +103,8 @@ class SharedLockTable:
         wanted = sorted(set(keys))
         if not wanted:
             return None
+        if await self._relays.pass_on(flow_id, wanted, owner, self._waits_on(flow_id)):
+            return None  # passed on by this process's last RPC on them: read what it wrote
         try:
             return await self._take_for_rpc(flow_id, wanted, owner, load)
         except RPCLockConflictError:
@@ -239,6 +249,9 @@ class SharedLockTable:
 
     async def release_now(self, flow_id: str, owner: str) -> None:
         """Release an RPC invocation's keys before the RPC answers its caller."""
+        if self._relays.holds(flow_id, owner):
+            self._relays.let_go(flow_id, owner)
+            return
         me = self._lease.process_id
 
         mine = self._waits_on(flow_id)
@@ -274,13 +287,27 @@ class SharedLockTable:
         unless it dropped a row for every key taken. A row is gone when another process took
         the key after this one's lease lapsed, or when the server lost the row (it was taken
         without a WAL flush of its own) in a crash.
+
+        A unit that may be handed off goes to the Flow's relay instead (see ``relay``): its
+        keys pass on to this process's next RPC on them, and the rows stay until the last.
         """
+        mine = self._waits_on(flow_id)
+        if self._relays.holds(flow_id, owner):
+            return await self._relays.commit(flow_id, owner, commit, mine)
         taken = self._rpc_keys.pop(owner, ())
         if not taken:  # it holds nothing: a plain commit
             try:
                 return await commit.commit(commit.unit)
             finally:
                 commit.on_released()
+        if commit.relay is not None and not mine and self._relays.start(flow_id, owner, taken):
+            return await self._relays.commit(flow_id, owner, commit, mine)
+        return await self._commit_dropping(flow_id, owner, taken, commit)
+
+    async def _commit_dropping(
+        self, flow_id: str, owner: str, taken: tuple[str, ...], commit: LockedCommit
+    ) -> CommitResult:
+        """Commit ``commit.unit`` dropping ``owner``'s ``taken`` rows in its transaction."""
         me = self._lease.process_id
         mine = self._waits_on(flow_id)
         if commit.statement is not None and not mine:
@@ -370,6 +397,16 @@ class SharedLockTable:
         """Finish the lock changes under way."""
         for task in list(self._tasks):
             await asyncio.gather(task, return_exceptions=True)
+
+    def _spawn_task(self, work: Awaitable[None]) -> None:
+        """Run ``work`` in the background; :meth:`close` waits for it."""
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _raise_lost(self, flow_id: str, taken: tuple[str, ...]) -> None:
+        """Raise the RPCLockConflictError of ``taken`` keys whose rows are gone."""
+        await self._database.read(lambda conn: lost(conn, flow_id, taken))
 
     def _spawn(self, flow_id: str, unit: Any, done: Callable[[], None] | None = None) -> None:
         """Apply ``unit`` (a lock change) in the background, then ``done`` if it committed."""
