@@ -279,3 +279,45 @@ async def test_with_early_lock_release_off_every_rpc_takes_its_rows_again(
         _chain(eng, ["bump"] * 10, results)()
         assert await _outcomes(results, 10) == list(range(1, 11))
         assert await _takes(url) == 10
+
+
+POISON_HOLD = (
+    """
+CREATE FUNCTION refuse_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.event_type = 'RPC_COMMITTED' AND NEW.details LIKE '%"hold"%' THEN
+        RAISE EXCEPTION 'hold may not commit';
+    END IF;
+    RETURN NEW;
+END $$
+""",
+    "CREATE TRIGGER refuse_hold BEFORE INSERT ON history "
+    "FOR EACH ROW EXECUTE FUNCTION refuse_hold()",
+)
+
+
+async def test_a_holder_without_a_follower_commits_only_after_the_unit_it_read(
+    engine_config: EngineConfig,
+) -> None:
+    url = engine_config.database_url
+    gate = Gate()
+    gate.release.set()
+    async with running_engine([LockFlow(gate)], engine_config) as eng:
+        await eng.start_flow(LockFlow, "f")
+        for statement in POISON_HOLD:
+            await _sql(url, statement)
+        direct: list[asyncio.Future[Any]] = []
+
+        def then_bump() -> None:
+            # A caller that does not line up a next one: its commit is a plain one.
+            direct.append(asyncio.ensure_future(eng.invoke_rpc("bump", "f")))
+
+        with pytest.raises(Exception, match="hold may not commit"):
+            await eng.invoke_rpc("hold", "f", on_locks_released=then_bump)
+        await eventually(lambda: len(direct) == 1, what="the bump started")
+        # It read hold's +100, which never committed: it must not commit either.
+        with pytest.raises(Exception, match="hold may not commit"):
+            await direct[0]
+        assert (await eng.get_attributes("f", ["k"])).values == {}
+        await eventually(lambda: _no_rows(url), what="the relay's rows dropped")
+        assert await eng.invoke_rpc("bump", "f") == 1

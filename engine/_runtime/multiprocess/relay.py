@@ -53,6 +53,8 @@ class _Relay:
         default_factory=list
     )
     passes: int = 0
+    #: Every unit queued in the relay, in order (ended or not).
+    queued: list[RelayedUnit] = field(default_factory=list)
     #: No more passes: the rows go once the queued units and the holder are done.
     closing: bool = False
     #: The holder commits as a plain unit that drops the rows itself.
@@ -141,8 +143,16 @@ class Relays:
                 relay.holder = None
                 relay.wake.set()
                 raise relay.error
-            # The unit waits for the queued units it read, then drops the relay's rows.
-            relay.closing = relay.handed_back = True
+            # The unit commits after the queued units it read, dropping the relay's rows.
+            relay.closing = True
+            try:
+                await self._queued_ended(relay)
+            except BaseException:
+                commit.on_released()  # as a failed commit does; the relay drops the rows
+                relay.holder = None
+                relay.wake.set()
+                raise
+            relay.handed_back = True
             try:
                 return await self._commit_dropping(
                     flow_id, relay.row_owner, tuple(sorted(relay.keys)), commit
@@ -152,12 +162,23 @@ class Relays:
                 relay.wake.set()
         future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
         unit.queued()
+        relay.queued.append(unit)
         relay.pending.append((unit, commit, future))
         relay.holder = None
         relay.wake.set()
         commit.on_released()
         # Queued, it commits even if its caller is canceled meanwhile (its readers wait on it).
         return await asyncio.shield(future)
+
+    @staticmethod
+    async def _queued_ended(relay: _Relay) -> None:
+        """Wait until every unit queued in ``relay`` has ended; raise the error of the first
+        that failed (the waiting holder read what it wrote)."""
+        for unit in relay.queued:
+            if unit.handed.ended is not None:
+                await asyncio.shield(unit.handed.ended)
+            if unit.handed.error is not None:
+                raise unit.handed.error
 
     def let_go(self, flow_id: str, owner: str) -> None:
         """The holder ``owner`` ends without committing: its keys are free again."""
