@@ -140,6 +140,12 @@ class PostgresSettings(BaseModel):
         description="PostgreSQL: seconds one wait for a row or advisory lock may last "
         "(lock_timeout) before the request answers 503 UNAVAILABLE; 0 sets no limit.",
     )
+    group_commits: bool = engine_setting(
+        "group_commits",
+        description="PostgreSQL: one-statement commits of the same kind that arrive while "
+        "two of their kind are on their way go together, as one transaction; false sends "
+        "each alone.",
+    )
     lease_seconds: float = engine_setting(
         "lease_seconds",
         gt=0,

@@ -116,7 +116,7 @@ class Committer:
         self._activity.enter(COMMITS)
         try:
             started = time.perf_counter()
-            if not one.wrote(await statements.write_statement(sql, args)):
+            if not one.wrote(await statements.write_statement(sql, args, grouped=True)):
                 return False
             self._telemetry.commit(time.perf_counter() - started)
             self._notifier.publish(one.result)
@@ -141,7 +141,9 @@ class Committer:
         self._activity.enter(COMMITS)
         try:
             started = time.perf_counter()
-            outcome = writes.outcome(await statements.write_statement(sql, args), taken)
+            outcome = writes.outcome(
+                await statements.write_statement(sql, args, grouped=True), taken
+            )
             if outcome == COMMITTED:
                 self._telemetry.commit(time.perf_counter() - started)
                 self._notifier.publish(writes.result)

@@ -321,6 +321,7 @@ def _open_database(
             sqlite_synchronous=config.sqlite_synchronous,
             max_batch=config.max_commit_batch,
             pool_size=config.database_pool_size,
+            group_commits=config.group_commits,
             timeouts=PostgresTimeouts(
                 connect=config.database_connect_timeout,
                 pool=config.database_pool_timeout,

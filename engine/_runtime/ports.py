@@ -84,8 +84,12 @@ class StatementWriter(Protocol):
     #: The ID of this process, by which Steps its commits queue are claimed for it.
     claimant: str
 
-    async def write_statement(self, sql: str, args: Sequence[Any]) -> list[Any]:
-        """Apply ``sql`` with positional ``args`` and return its rows once committed."""
+    async def write_statement(
+        self, sql: str, args: Sequence[Any], *, grouped: bool = False
+    ) -> list[Any]:
+        """Apply ``sql`` with positional ``args`` and return its rows once committed;
+        ``grouped``: a commit answering one row, which may share its transaction with
+        others of the same statement."""
 
     async def write_batch(self, sql: str, batch: Sequence[Sequence[Any]]) -> None:
         """Apply ``sql`` once per arguments of ``batch``, in order, all in one transaction."""

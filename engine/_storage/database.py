@@ -54,6 +54,8 @@ class DatabaseSettings:
     pool_size: int = 20
     #: PostgreSQL: how long to wait for the server before a call fails as unavailable.
     timeouts: PostgresTimeouts = PostgresTimeouts()
+    #: PostgreSQL: one-statement commits that arrive together go together (commit_groups).
+    group_commits: bool = True
     #: SQLite: told how many units each group commit carried (called on the event loop).
     on_batch: Callable[[int], None] | None = None
     #: SQLite: given each committed unit's result, in commit order, before its caller hears.
@@ -340,6 +342,7 @@ def open_database(
             claimant=claimant,
             pool_size=settings.pool_size,
             timeouts=settings.timeouts,
+            group_commits=settings.group_commits,
         )
     raise InvalidArgumentError(
         f"databaseUrl must be sqlite+aiosqlite:///... or postgresql+asyncpg://..., got {backend}",

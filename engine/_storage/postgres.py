@@ -45,6 +45,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import greenlet_spawn
 
+from engine._storage.commit_groups import CommitGroups
 from engine._storage.outage import PostgresTimeouts, raise_if_unavailable
 from engine._storage.prepared import Prepared
 from engine._storage.schema import upgrade_postgres
@@ -72,6 +73,7 @@ class PostgresDatabase:
         claimant: str,
         pool_size: int = 20,
         timeouts: PostgresTimeouts | None = None,
+        group_commits: bool = True,
     ) -> None:
         self.url = make_url(url)
         if self.url.get_backend_name() != "postgresql":
@@ -80,6 +82,8 @@ class PostgresDatabase:
             self.url = self.url.set(drivername="postgresql+asyncpg")
         self.claimant = claimant
         self._pool_size = pool_size
+        #: Whether one-statement commits that arrive together go together (commit_groups).
+        self._group_commits = group_commits
         self.timeouts = timeouts or PostgresTimeouts()
         #: How many writes lost their connection with an outcome the server alone knows
         #: (their COMMIT may have reached it): what they claimed is looked for afterwards.
@@ -87,6 +91,7 @@ class PostgresDatabase:
         self._engine: AsyncEngine | None = None
         self._reads: AsyncEngine | None = None
         self._statements: StatementPool | None = None
+        self._groups: CommitGroups | None = None
         self._dialect: Dialect | None = None
 
     def _unknown_outcome(self) -> None:
@@ -148,12 +153,16 @@ class PostgresDatabase:
         self._engine = engine
         self._dialect = engine.dialect
         self._statements = statements
+        self._groups = CommitGroups(statements) if self._group_commits else None
         # Reads need no transaction: each statement sees the last commit (READ COMMITTED), so
         # AUTOCOMMIT spares the BEGIN and ROLLBACK round trips around every read.
         self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def close(self) -> None:
         """Release every connection (units under way finish first: their callers await them)."""
+        if self._groups is not None:
+            await self._groups.close()
+            self._groups = None
         if self._statements is not None:
             await self._statements.close()
             self._statements = None
@@ -201,14 +210,20 @@ class PostgresDatabase:
         found = await self._statements.fetch(compiled.sql, compiled.arguments(params))
         return compiled.named_records(found) if found else []
 
-    async def write_statement(self, sql: str, args: Sequence[Any]) -> list[Any]:
+    async def write_statement(
+        self, sql: str, args: Sequence[Any], *, grouped: bool = False
+    ) -> list[Any]:
         """Apply ``sql``, one statement, as its own transaction and return its rows once
         committed.
 
         Without the BEGIN and COMMIT of :meth:`write` it is one round trip instead of three;
-        the statement is atomic and durable all the same (it commits as it ends).
+        the statement is atomic and durable all the same (it commits as it ends). ``grouped``:
+        a commit answering one row, which may go with others of the same statement in one
+        transaction (see ``commit_groups``).
         """
         assert self._statements is not None, "database is not open"
+        if grouped and self._groups is not None:
+            return await self._groups.commit(sql, args)
         return await self._statements.commit(sql, args)
 
     async def write_batch(self, sql: str, batch: Sequence[Sequence[Any]]) -> None:

@@ -122,6 +122,19 @@ class StatementPool:
         any of them rolls back every one. Replayed as :meth:`commit` is."""
         await self._committed(sql, batch, many=True)
 
+    async def commit_each(self, sql: str, batch: Sequence[Sequence[Any]]) -> list[Any]:
+        """Run ``sql``, a write answering one row, once for each of ``batch``'s arguments, in
+        order, in one transaction and one round trip, and return the rows (one per run, in
+        order). Not replayed: an error rolls back every one and is raised (an outage as
+        UnavailableError, a lost connection counted as an unknown outcome)."""
+        try:
+            return await self._run(sql, batch, many=True, rows=True)
+        except Exception as exc:
+            if _lost(exc):
+                self._on_unknown_outcome()
+            raise_if_unavailable(exc)
+            raise
+
     async def _committed(self, sql: str, args: Sequence[Any], *, many: bool) -> list[Any]:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
@@ -137,7 +150,9 @@ class StatementPool:
                 await asyncio.sleep(0.005 * attempt)  # let the winner of the conflict commit
         raise AssertionError("unreachable")
 
-    async def _run(self, sql: str, args: Sequence[Any], *, many: bool = False) -> list[Any]:
+    async def _run(
+        self, sql: str, args: Sequence[Any], *, many: bool = False, rows: bool = False
+    ) -> list[Any]:
         pool = self._pool
         assert pool is not None, "database is not open"
         try:
@@ -150,14 +165,17 @@ class StatementPool:
             raise_if_unavailable(exc, connecting=True)
             raise
         try:
+            found: list[Any] = []
             if many:
                 for one in args:
                     self._announce(sql, one)
-                await connection.executemany(sql, args)
-                rows: list[Any] = []
+                if rows:
+                    found = await connection.fetchmany(sql, args)
+                else:
+                    await connection.executemany(sql, args)
             else:
                 self._announce(sql, args)
-                rows = await connection.fetch(sql, *args)
+                found = await connection.fetch(sql, *args)
         except asyncpg.PostgresError:
             pool.give(connection)  # the server answered with an error: the session is fine
             raise
@@ -165,7 +183,7 @@ class StatementPool:
             pool.discard(connection)  # lost, or interrupted mid-statement
             raise
         pool.give(connection)
-        return rows
+        return found
 
 
 def _lost(exc: BaseException) -> bool:

@@ -1,0 +1,105 @@
+"""One-statement commits that arrive together commit together (``_storage/commit_groups``).
+
+Many locked RPCs at once on distinct Flows each commit as one statement; on PostgreSQL those
+that arrive while two of their kind are on their way go as one transaction. A trigger on the
+history table records the transaction of each RPC_COMMITTED event, so the tests see how the
+commits were grouped; another makes one Flow's commit fail, to show that a failing commit
+fails no neighbour of its group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from engine import EngineConfig
+from tests.conftest import running_engine
+from tests.engine.test_shared_rpc_locks import LockFlow, _sql
+from tests.support.backends import postgres_only
+
+pytestmark = postgres_only("one-statement commits are PostgreSQL's")
+
+FLOWS = 48
+ROUNDS = 4
+
+TRANSACTIONS = (
+    "CREATE TABLE commit_transactions (run_id text, xid bigint)",
+    """
+CREATE FUNCTION note_commit_transaction() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.event_type = 'RPC_COMMITTED' THEN
+        IF EXISTS (SELECT 1 FROM runs WHERE run_id = NEW.run_id AND flow_id = 'poisoned') THEN
+            RAISE EXCEPTION 'this Flow''s commits fail';
+        END IF;
+        INSERT INTO commit_transactions VALUES (NEW.run_id, txid_current());
+    END IF;
+    RETURN NEW;
+END $$
+""",
+    "CREATE TRIGGER note_commit_transactions AFTER INSERT ON history "
+    "FOR EACH ROW EXECUTE FUNCTION note_commit_transaction()",
+)
+
+
+async def _note_transactions(url: str) -> None:
+    for statement in TRANSACTIONS:
+        await _sql(url, statement)
+
+
+async def _bump_all(config: EngineConfig, *, poisoned: bool = False) -> tuple[list[Any], int]:
+    """Bump every Flow ROUNDS times, all at once; return the outcomes and how many
+    transactions committed them."""
+    url = config.database_url
+    names = [f"f{n}" for n in range(FLOWS)] + (["poisoned"] if poisoned else [])
+    async with running_engine([LockFlow()], config) as eng:
+        for name in names:
+            await eng.start_flow(LockFlow, name)
+        await _note_transactions(url)
+
+        async def bumps(name: str) -> list[Any]:
+            out = []
+            for _ in range(ROUNDS):
+                try:
+                    out.append(await eng.invoke_rpc("bump", name))
+                except Exception as exc:
+                    out.append(exc)
+            return out
+
+        outcomes = await asyncio.gather(*(bumps(name) for name in names))
+        for name in names[:FLOWS]:
+            values = (await eng.get_attributes(name, ["k"])).values
+            assert values == {"k": ROUNDS}, (name, values)
+    rows = await _sql(url, "SELECT count(*), count(DISTINCT xid) FROM commit_transactions")
+    ((commits, transactions),) = rows
+    assert commits == FLOWS * ROUNDS
+    return outcomes, transactions
+
+
+async def test_locked_rpcs_at_once_commit_in_fewer_transactions_than_rpcs(
+    engine_config: EngineConfig,
+) -> None:
+    outcomes, transactions = await _bump_all(engine_config)
+    assert outcomes == [list(range(1, ROUNDS + 1))] * FLOWS
+    assert transactions < FLOWS * ROUNDS / 2, transactions
+
+
+async def test_a_commit_that_fails_fails_no_other_of_its_group(
+    engine_config: EngineConfig,
+) -> None:
+    outcomes, transactions = await _bump_all(engine_config, poisoned=True)
+    assert outcomes[:FLOWS] == [list(range(1, ROUNDS + 1))] * FLOWS
+    failed = outcomes[FLOWS]
+    assert len(failed) == ROUNDS
+    assert all("this Flow's commits fail" in str(exc) for exc in failed), failed
+    # The others still went in groups.
+    assert transactions < FLOWS * ROUNDS, transactions
+
+
+async def test_with_group_commits_off_each_commit_is_its_own_transaction(
+    engine_config: EngineConfig,
+) -> None:
+    config = dataclasses.replace(engine_config, group_commits=False)
+    outcomes, transactions = await _bump_all(config)
+    assert outcomes == [list(range(1, ROUNDS + 1))] * FLOWS
+    assert transactions == FLOWS * ROUNDS
