@@ -32,14 +32,10 @@ from engine._storage.records import Args, AttributeWrite, CommitResult, RunChang
 from engine._storage.rows import last_writes
 from engine.errors import FlowNotActiveOrNotFoundError
 
-SQL = """
-WITH d AS MATERIALIZED (
-    SELECT dexlite_drop_rpc_locks($1::text, $2::text) AS dropped
-), r AS (
-    UPDATE runs SET commit_seq = commit_seq + CASE WHEN change_log THEN 1 ELSE 0 END
-    WHERE run_id = $3::varchar AND status = 'RUNNING' AND (SELECT dropped FROM d) = $4::int
-    RETURNING CASE WHEN change_log THEN commit_seq ELSE 0 END AS seq, change_log
-), u AS (
+#: The writes of both statements below, given a CTE ``r`` with the commit's number (``seq``)
+#: and whether the run keeps a change log, holding one row when the commit may write.
+_WRITES = """
+u AS (
     INSERT INTO attributes (run_id, instance, name, value, blob, updated_at)
     SELECT $3::varchar, i, nm, v, b, $5::int8
     FROM r, unnest($6::varchar[], $7::varchar[], $8::text[], $9::bool[]) AS x(nm, i, v, b)
@@ -58,36 +54,29 @@ WITH d AS MATERIALIZED (
     SELECT $3::varchar, r.seq, z.p, 'W', z.nm, z.i, NULL, z.v, NULL, true
     FROM r, unnest($14::varchar[], $15::varchar[], $16::text[]) WITH ORDINALITY AS z(nm, i, v, p)
     WHERE r.change_log
-)
+)"""
+
+SQL = f"""
+WITH d AS MATERIALIZED (
+    SELECT dexlite_drop_rpc_locks($1::text, $2::text) AS dropped
+), r AS (
+    UPDATE runs SET commit_seq = commit_seq + CASE WHEN change_log THEN 1 ELSE 0 END
+    WHERE run_id = $3::varchar AND status = 'RUNNING' AND (SELECT dropped FROM d) = $4::int
+    RETURNING CASE WHEN change_log THEN commit_seq ELSE 0 END AS seq, change_log
+), {_WRITES}
 SELECT (SELECT dropped FROM d), (SELECT count(*) FROM r)
 """
 
 #: The same writes by an RPC that keeps its lock rows for the next RPC of its process (see
 #: ``multiprocess/relay``): ``dexlite_keep_rpc_locks`` (migration 0011) checks the rows and the
-#: run and numbers the commit, raising (SQLSTATE DXL01, DXL02) instead of writing nothing.
-KEEP_SQL = """
-WITH r AS MATERIALIZED (
+#: run and numbers the commit (0 when the run keeps no change log), raising (SQLSTATE DXL01,
+#: DXL02) instead of writing nothing.
+KEEP_SQL = f"""
+WITH k AS MATERIALIZED (
     SELECT dexlite_keep_rpc_locks($1::text, $2::text, $4::int, $3::varchar) AS seq
-), u AS (
-    INSERT INTO attributes (run_id, instance, name, value, blob, updated_at)
-    SELECT $3::varchar, i, nm, v, b, $5::int8
-    FROM r, unnest($6::varchar[], $7::varchar[], $8::text[], $9::bool[]) AS x(nm, i, v, b)
-    ON CONFLICT (run_id, instance, name) DO UPDATE
-        SET value = excluded.value, blob = excluded.blob, updated_at = excluded.updated_at
-), x AS (
-    DELETE FROM attributes AS a
-    USING r, unnest($10::varchar[], $11::varchar[]) AS y(nm, i)
-    WHERE a.run_id = $3::varchar AND a.name = y.nm AND a.instance = y.i
-), h AS (
-    INSERT INTO history (run_id, event_type, at, details, commit_seq)
-    SELECT $3::varchar, $12::varchar, $5::int8, $13::text, r.seq FROM r
-), c AS (
-    INSERT INTO change_log
-        (run_id, commit_seq, pos, kind, name, instance, message_id, value, at, external)
-    SELECT $3::varchar, r.seq, z.p, 'W', z.nm, z.i, NULL, z.v, NULL, true
-    FROM r, unnest($14::varchar[], $15::varchar[], $16::text[]) WITH ORDINALITY AS z(nm, i, v, p)
-    WHERE r.seq > 0
-)
+), r AS (
+    SELECT seq, seq > 0 AS change_log FROM k
+), {_WRITES}
 SELECT 1
 """
 
