@@ -38,6 +38,7 @@ from engine._storage.records import (
     StoredValue,
     execution_id,
 )
+from engine._storage.statements import filter_only
 
 T = TypeVar("T")
 
@@ -93,7 +94,10 @@ def target_run_statement(by_run_id: bool) -> Any:
     if by_run_id:
         return (
             select(t.runs.c.run_id)
-            .where(t.runs.c.run_id == bindparam("run_id"), t.runs.c.flow_id == bindparam("flow_id"))
+            .where(
+                t.runs.c.run_id == bindparam("run_id"),
+                filter_only(t.runs.c.flow_id == bindparam("flow_id")),
+            )
             .scalar_subquery()
         )
     return (

@@ -4,7 +4,8 @@ The common RPC (a counter, the chunked pattern's registration) locks some Attrib
 them and returns. Committed as a unit, it costs a BEGIN, the run's lock, the writes, the tail
 and a COMMIT: five round trips. Here the same changes are one statement, its own transaction,
 which drops the RPC's lock rows first and writes only if it dropped exactly the rows the RPC
-took (the fence) and the run is still open:
+took (the fence) and the run is still open (the run found by its ID alone, the rest a filter:
+``statements.filter_only`` says why):
 
 - the run's next commit number (as ``rows.lock_run`` takes it inside a journaled unit);
 - the Attribute rows (upserts and deletes, the last write to a key winning);
@@ -61,7 +62,8 @@ WITH d AS MATERIALIZED (
     SELECT dexlite_drop_rpc_locks($1::text, $2::text) AS dropped
 ), r AS (
     UPDATE runs SET commit_seq = commit_seq + CASE WHEN change_log THEN 1 ELSE 0 END
-    WHERE run_id = $3::varchar AND status = 'RUNNING' AND (SELECT dropped FROM d) = $4::int
+    WHERE run_id = $3::varchar
+        AND (status = 'RUNNING' AND (SELECT dropped FROM d) = $4::int) IS TRUE
     RETURNING CASE WHEN change_log THEN commit_seq ELSE 0 END AS seq, change_log
 ), {_WRITES}
 SELECT (SELECT dropped FROM d), (SELECT count(*) FROM r)

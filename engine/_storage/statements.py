@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, bindparam, case, delete, func, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Connection,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    true,
+    update,
+)
 
 from engine._enums import RunStatus
 from engine._storage import tables as t
@@ -17,6 +29,18 @@ from engine._storage.prepared import Prepared
 from engine._storage.records import StepState
 
 _se = t.step_executions
+
+
+def filter_only(condition: ColumnElement[bool]) -> ColumnElement[bool]:
+    """``condition`` as a test of the row a primary key found, never a way to find it.
+
+    A run looked up by its ID and tested for its status (a Step execution by its ID and
+    state, a run by its ID and Flow ID) could be found through an index that leads with the
+    tested column: PostgreSQL's generic plans, made once while a table is small, pick such an
+    index as readily as the primary key, and then scan every running run for the one wanted.
+    ``(condition) IS true`` is the same test where the row is known, but no index serves it.
+    """
+    return condition.is_(true())
 
 
 _READ_RUN = select(t.runs.c.run_id, t.runs.c.flow_id, t.runs.c.flow_type, t.runs.c.status).where(

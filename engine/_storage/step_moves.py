@@ -5,7 +5,8 @@ ones, nothing more. Committed as a unit it costs a BEGIN, the run's lock with th
 check, the next Steps' numbers, their rows, the tail and a COMMIT. Here the same changes are
 one statement, its own transaction, and write only if the run is open and the attempt is still
 current (pending, at this attempt, under this claim: the row is locked ``FOR UPDATE``, so it is
-checked as last committed):
+checked as last committed; each row is found by its primary key, the rest a filter, as
+``statements.filter_only`` says why):
 
 - the run's next commit number (as ``rows.lock_run_at_attempt`` takes it);
 - the next executions, numbered from the run's per-type counters and claimed by this process
@@ -40,11 +41,12 @@ from engine._storage.records import (
 SQL = """
 WITH r AS (
     UPDATE runs SET commit_seq = commit_seq + CASE WHEN change_log THEN 1 ELSE 0 END
-    WHERE run_id = $1::varchar AND status = 'RUNNING'
+    WHERE run_id = $1::varchar AND (status = 'RUNNING') IS TRUE
     RETURNING CASE WHEN change_log THEN commit_seq ELSE 0 END AS seq
 ), a AS (
     SELECT id FROM step_executions
-    WHERE id = $2::varchar AND state = 'PENDING' AND attempt = $3::int4 AND fence = $4::int8
+    WHERE id = $2::varchar
+        AND (state = 'PENDING' AND attempt = $3::int4 AND fence = $4::int8) IS TRUE
     FOR UPDATE
 ), g AS MATERIALIZED (
     SELECT r.seq FROM r, a

@@ -26,6 +26,7 @@ from engine._runtime.step_queue import MemoryStepQueue
 from engine._storage import reads
 from engine._storage import tables as t
 from engine._storage.records import Phase, QueuedStep, StepState
+from engine._storage.statements import filter_only
 from engine.clock import Clock, to_micros
 
 log = logging.getLogger("dexlite.claims")
@@ -123,7 +124,11 @@ class SharedStepQueue(MemoryStepQueue):
         me = self._lease.process_id
         statement = (
             update(_se)
-            .where(_se.c.id == step.id, _se.c.state == StepState.PENDING, _orphaned())
+            .where(
+                _se.c.id == step.id,
+                filter_only(_se.c.state == StepState.PENDING),
+                _orphaned(),
+            )
             .values(claimed_by=me, fence=_se.c.fence + 1)
             .returning(_se.c.fence)
         )
