@@ -146,6 +146,11 @@ class PostgresSettings(BaseModel):
         "two of their kind are on their way go together, as one transaction; false sends "
         "each alone.",
     )
+    group_reads: bool = engine_setting(
+        "group_reads",
+        description="PostgreSQL: snapshot reads of the same kind that arrive while two of "
+        "their kind are on their way go together, in one round trip; false sends each alone.",
+    )
     lease_seconds: float = engine_setting(
         "lease_seconds",
         gt=0,

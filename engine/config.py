@@ -46,6 +46,9 @@ class EngineConfig:
     #: are on their way go together, as one transaction (``commit_groups``); False sends each
     #: alone.
     group_commits: bool = True
+    #: PostgreSQL: snapshot reads of the same kind that arrive while two of their kind are on
+    #: their way go together, in one round trip (``read_groups``); False sends each alone.
+    group_reads: bool = True
     #: PostgreSQL: how long a process's claims and RPC locks outlive its last lease renewal.
     lease_seconds: float = 15.0
     #: PostgreSQL: how often a process looks for the work of processes that died.

@@ -322,6 +322,7 @@ def _open_database(
             max_batch=config.max_commit_batch,
             pool_size=config.database_pool_size,
             group_commits=config.group_commits,
+            group_reads=config.group_reads,
             timeouts=PostgresTimeouts(
                 connect=config.database_connect_timeout,
                 pool=config.database_pool_timeout,

@@ -56,9 +56,12 @@ class Database(Protocol):
         """Run ``query(conn)``, a read that may walk many rows (a page, recovery), against the
         last committed state and return its result."""
 
-    async def rows(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
+    async def rows(
+        self, statement: Prepared, params: Mapping[str, Any], *, grouped: bool = False
+    ) -> list[Any]:
         """Run ``statement``, a short read of one statement, against the last committed state
-        and return its rows (tuples that also name their columns)."""
+        and return its rows (tuples that also name their columns). ``grouped``: the order of
+        its rows does not matter, and it may be sent with others (PostgreSQL's read groups)."""
 
     async def write(self, unit: Callable[[Connection], T], *, slow: bool = False) -> T:
         """Apply ``unit(conn)`` in one transaction and return its result once committed;

@@ -56,6 +56,8 @@ class DatabaseSettings:
     timeouts: PostgresTimeouts = PostgresTimeouts()
     #: PostgreSQL: one-statement commits that arrive together go together (commit_groups).
     group_commits: bool = True
+    #: PostgreSQL: snapshot reads that arrive together go together (read_groups).
+    group_reads: bool = True
     #: SQLite: told how many units each group commit carried (called on the event loop).
     on_batch: Callable[[int], None] | None = None
     #: SQLite: given each committed unit's result, in commit order, before its caller hears.
@@ -198,8 +200,11 @@ class SQLiteDatabase:
                 raise
         return await self.scan(query)
 
-    async def rows(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
-        """Run ``statement``, a short read, as :meth:`read` runs a query; return its rows."""
+    async def rows(
+        self, statement: Prepared, params: Mapping[str, Any], *, grouped: bool = False
+    ) -> list[Any]:
+        """Run ``statement``, a short read, as :meth:`read` runs a query; return its rows
+        (``grouped`` changes nothing here: a read on SQLite takes no round trip)."""
         return await self.read(lambda conn: statement.rows(conn, params))
 
     async def scan(self, query: Callable[[Connection], T]) -> T:
@@ -343,6 +348,7 @@ def open_database(
             pool_size=settings.pool_size,
             timeouts=settings.timeouts,
             group_commits=settings.group_commits,
+            group_reads=settings.group_reads,
         )
     raise InvalidArgumentError(
         f"databaseUrl must be sqlite+aiosqlite:///... or postgresql+asyncpg://..., got {backend}",

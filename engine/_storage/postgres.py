@@ -48,6 +48,7 @@ from sqlalchemy.util import greenlet_spawn
 from engine._storage.commit_groups import CommitGroups
 from engine._storage.outage import PostgresTimeouts, raise_if_unavailable
 from engine._storage.prepared import Prepared
+from engine._storage.read_groups import ReadGroups
 from engine._storage.schema import upgrade_postgres
 from engine._storage.statement_pool import (
     MAX_ATTEMPTS,
@@ -74,6 +75,7 @@ class PostgresDatabase:
         pool_size: int = 20,
         timeouts: PostgresTimeouts | None = None,
         group_commits: bool = True,
+        group_reads: bool = True,
     ) -> None:
         self.url = make_url(url)
         if self.url.get_backend_name() != "postgresql":
@@ -84,6 +86,8 @@ class PostgresDatabase:
         self._pool_size = pool_size
         #: Whether one-statement commits that arrive together go together (commit_groups).
         self._group_commits = group_commits
+        #: Whether snapshot reads that arrive together go together (read_groups).
+        self._group_reads = group_reads
         self.timeouts = timeouts or PostgresTimeouts()
         #: How many writes lost their connection with an outcome the server alone knows
         #: (their COMMIT may have reached it): what they claimed is looked for afterwards.
@@ -92,6 +96,7 @@ class PostgresDatabase:
         self._reads: AsyncEngine | None = None
         self._statements: StatementPool | None = None
         self._groups: CommitGroups | None = None
+        self._read_groups: ReadGroups | None = None
         self._dialect: Dialect | None = None
 
     def _unknown_outcome(self) -> None:
@@ -154,6 +159,7 @@ class PostgresDatabase:
         self._dialect = engine.dialect
         self._statements = statements
         self._groups = CommitGroups(statements) if self._group_commits else None
+        self._read_groups = ReadGroups(statements) if self._group_reads else None
         # Reads need no transaction: each statement sees the last commit (READ COMMITTED), so
         # AUTOCOMMIT spares the BEGIN and ROLLBACK round trips around every read.
         self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
@@ -163,6 +169,9 @@ class PostgresDatabase:
         if self._groups is not None:
             await self._groups.close()
             self._groups = None
+        if self._read_groups is not None:
+            await self._read_groups.close()
+            self._read_groups = None
         if self._statements is not None:
             await self._statements.close()
             self._statements = None
@@ -202,12 +211,19 @@ class PostgresDatabase:
         assert self._engine is not None, "database is not open"
         return await self._replayed(self._engine.sync_engine.begin, partial(with_tail, unit=unit))
 
-    async def rows(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
+    async def rows(
+        self, statement: Prepared, params: Mapping[str, Any], *, grouped: bool = False
+    ) -> list[Any]:
         """Run ``statement``, a read, against the last committed state and return its rows
-        (tuples that also name their columns)."""
+        (tuples that also name their columns). ``grouped``: a read whose rows' order does
+        not matter, which may go with others of the same statement (see ``read_groups``)."""
         assert self._statements is not None, "database is not open"
         compiled = statement.compiled(self._dialect)
-        found = await self._statements.fetch(compiled.sql, compiled.arguments(params))
+        arguments = compiled.arguments(params)
+        if grouped and self._read_groups is not None:
+            names, rows = await self._read_groups.fetch(compiled.sql, arguments)
+            return compiled.named([(name,) for name in names], rows) if rows else []
+        found = await self._statements.fetch(compiled.sql, arguments)
         return compiled.named_records(found) if found else []
 
     async def write_statement(

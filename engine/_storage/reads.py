@@ -53,9 +53,11 @@ class Database(Protocol):
         """Run ``query(conn)``, a read that may walk many rows, against the last committed
         state."""
 
-    async def rows(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
+    async def rows(
+        self, statement: Prepared, params: Mapping[str, Any], *, grouped: bool = False
+    ) -> list[Any]:
         """Run ``statement``, a short read, against the last committed state; return its
-        rows."""
+        rows (``grouped``: in any order, perhaps sent with others)."""
 
 
 _RUN_COLUMNS = (
@@ -134,10 +136,12 @@ async def load_result(
     :func:`completions` gives them, in one read; None when there is no such run."""
     query = _result_statement(run_id is not None)
     params = {"flow_id": flow_id, "run_id": run_id}
-    rows = await db.rows(query, params)
+    rows = await db.rows(query, params, grouped=True)
     if not rows:
         return None
-    done = [(r.step_type, execution_id(r.step_id), r.output) for r in rows if r.step_id]
+    # Sent with others, the rows may come in any order: put them in the statement's.
+    completed = sorted((r for r in rows if r.step_id), key=lambda r: (r.completed_at, r.step_id))
+    done = [(r.step_type, execution_id(r.step_id), r.output) for r in completed]
     return _run_from(rows[0]), done
 
 
@@ -153,6 +157,7 @@ def _result_statement(by_run_id: bool) -> Prepared:
             se.c.step_type,
             se.c.id.label("step_id"),
             se.c.output,
+            se.c.closed_at.label("completed_at"),
         )
         .select_from(joined)
         .where(t.runs.c.run_id == target_run_statement(by_run_id))
@@ -266,7 +271,7 @@ async def load_snapshot(
     statement (so from one committed state)."""
     query = _snapshot_statement(run_id is not None, plan)
     params = {"flow_id": flow_id, "run_id": run_id}
-    rows = await db.rows(query, params)
+    rows = await db.rows(query, params, grouped=True)
     run: RunInfo | None = None
     values: dict[tuple[str, str], StoredValue] = {}
     sizes: dict[tuple[str, str], int] = {}

@@ -135,6 +135,12 @@ class StatementPool:
             raise_if_unavailable(exc)
             raise
 
+    async def fetch_each(self, sql: str, batch: Sequence[Sequence[Any]]) -> list[Any]:
+        """Run ``sql``, a read, once for each of ``batch``'s arguments, in order, in one
+        round trip, and return all their rows in that order (asyncpg Records). Not retried:
+        an error is raised as it came."""
+        return await self._run(sql, batch, many=True, rows=True)
+
     async def _committed(self, sql: str, args: Sequence[Any], *, many: bool) -> list[Any]:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:

@@ -39,8 +39,10 @@ class Reads:
         async with self._db.connect() as conn:
             return await conn.run_sync(query)
 
-    async def rows(self, statement: Prepared, params: Mapping[str, Any]) -> list[Any]:
-        """Run ``statement`` on a connection of its own."""
+    async def rows(
+        self, statement: Prepared, params: Mapping[str, Any], *, grouped: bool = False
+    ) -> list[Any]:
+        """Run ``statement`` on a connection of its own (one at a time: never grouped)."""
         return await self.read(lambda conn: statement.rows(conn, params))
 
     async def scan(self, query: Callable[[Connection], Any]) -> Any:

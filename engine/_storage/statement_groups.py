@@ -1,0 +1,131 @@
+"""Statements of one kind that arrive together go to PostgreSQL together, in one round trip.
+
+On PostgreSQL a round trip costs far more than a short statement: the client's ``send`` runs
+the kernel's TCP path and wakes the server, and the server parses the message, opens and
+ends a transaction and answers. So statements of the same text that arrive while earlier ones
+of it are on their way wait for them and then go together, each run once with its own
+arguments, in arrival order, pipelined behind one Sync (asyncpg's ``fetchmany``). A statement
+that arrives when fewer than ``IN_FLIGHT`` groups of its text are on their way goes at once,
+alone, so an idle engine waits for nothing.
+
+This module holds what both kinds share, the queueing; ``commit_groups`` commits one-statement
+transactions this way and ``read_groups`` runs short reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from engine._storage.statement_pool import StatementPool
+
+#: Groups of one statement on their way at once; statements past them wait to go together.
+IN_FLIGHT = 2
+#: The most statements in one group.
+MAX_GROUP = 64
+
+R = TypeVar("R")
+_Waiting = tuple[Sequence[Any], "asyncio.Future[Any]"]
+
+
+@dataclass
+class _Statement:
+    """One statement's runs: the groups on their way and the runs waiting."""
+
+    in_flight: int = 0
+    waiting: list[_Waiting] = field(default_factory=list)
+
+
+class StatementGroups(Generic[R]):
+    """Runs statements of a StatementPool in groups; subclasses say how one runs alone
+    (:meth:`_one`), how a group runs (:meth:`_many`) and which errors of a group are worth
+    running its members again alone (:meth:`_again_alone`)."""
+
+    def __init__(self, pool: StatementPool) -> None:
+        self._pool = pool
+        self._statements: dict[str, _Statement] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def _run(self, sql: str, args: Sequence[Any]) -> R:
+        """Run ``sql`` with ``args``, with the runs of the same statement it meets."""
+        statement = self._statements.get(sql)
+        if statement is None:
+            statement = self._statements[sql] = _Statement()
+        if statement.in_flight < IN_FLIGHT and not statement.waiting:
+            statement.in_flight += 1
+            try:
+                return await self._one(sql, args)
+            finally:
+                self._went(sql, statement)
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        statement.waiting.append((args, future))
+        return await future
+
+    async def _one(self, sql: str, args: Sequence[Any]) -> R:
+        """Run one statement alone."""
+        raise NotImplementedError
+
+    async def _many(self, sql: str, batch: Sequence[Sequence[Any]]) -> list[R]:
+        """Run a group (two or more) in one round trip; one result per member, in order."""
+        raise NotImplementedError
+
+    def _again_alone(self, error: Exception) -> bool:
+        """True when a group that failed with ``error`` is run again one member at a time."""
+        raise NotImplementedError
+
+    def _went(self, sql: str, statement: _Statement) -> None:
+        """A group of ``sql`` ended: send the runs that waited for it, as one group."""
+        if not statement.waiting:
+            statement.in_flight -= 1
+            if not statement.in_flight:
+                del self._statements[sql]
+            return
+        group = statement.waiting[:MAX_GROUP]
+        del statement.waiting[:MAX_GROUP]
+        task = asyncio.get_running_loop().create_task(self._send(sql, statement, group))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, sql: str, statement: _Statement, group: list[_Waiting]) -> None:
+        try:
+            if len(group) == 1:
+                await self._settle(group[0][1], sql, group[0][0])
+                return
+            try:
+                results = await self._many(sql, [args for args, _ in group])
+            except Exception as exc:
+                if self._again_alone(exc):
+                    for args, future in group:
+                        await self._settle(future, sql, args)
+                    return
+                for _, future in group:
+                    if not future.done():
+                        future.set_exception(exc)
+                return
+            except BaseException as exc:
+                for _, future in group:
+                    if not future.done():
+                        future.set_exception(exc)
+                raise
+            for result, (_, future) in zip(results, group, strict=True):
+                if not future.done():
+                    future.set_result(result)
+        finally:
+            self._went(sql, statement)
+
+    async def _settle(self, future: asyncio.Future[R], sql: str, args: Sequence[Any]) -> None:
+        try:
+            result = await self._one(sql, args)
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if not future.done():
+            future.set_result(result)
+
+    async def close(self) -> None:
+        """Wait for the groups on their way."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
