@@ -143,13 +143,13 @@ class PostgresSettings(BaseModel):
     group_commits: bool = engine_setting(
         "group_commits",
         description="PostgreSQL: one-statement commits of the same kind that arrive while "
-        "two of their kind are on their way go together, as one transaction; false sends "
+        "one of their kind is on its way go together, as one transaction; false sends "
         "each alone.",
     )
     group_reads: bool = engine_setting(
         "group_reads",
-        description="PostgreSQL: snapshot reads of the same kind that arrive while two of "
-        "their kind are on their way go together, in one round trip; false sends each alone.",
+        description="PostgreSQL: snapshot reads of the same kind that arrive while one of "
+        "their kind is on its way go together, in one round trip; false sends each alone.",
     )
     lease_seconds: float = engine_setting(
         "lease_seconds",

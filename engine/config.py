@@ -42,12 +42,12 @@ class EngineConfig:
     database_pool_timeout: float = 10.0
     database_statement_timeout: float = 30.0
     database_lock_timeout: float = 10.0
-    #: PostgreSQL: one-statement commits of the same kind that arrive while two of their kind
-    #: are on their way go together, as one transaction (``commit_groups``); False sends each
+    #: PostgreSQL: one-statement commits of the same kind that arrive while one of their kind
+    #: is on its way go together, as one transaction (``commit_groups``); False sends each
     #: alone.
     group_commits: bool = True
-    #: PostgreSQL: snapshot reads of the same kind that arrive while two of their kind are on
-    #: their way go together, in one round trip (``read_groups``); False sends each alone.
+    #: PostgreSQL: snapshot reads of the same kind that arrive while one of their kind is on
+    #: its way go together, in one round trip (``read_groups``); False sends each alone.
     group_reads: bool = True
     #: PostgreSQL: how long a process's claims and RPC locks outlive its last lease renewal.
     lease_seconds: float = 15.0

@@ -1,7 +1,7 @@
 """One-statement commits that arrive together commit together (``_storage/commit_groups``).
 
 Many locked RPCs at once on distinct Flows each commit as one statement; on PostgreSQL those
-that arrive while two of their kind are on their way go as one transaction. A trigger on the
+that arrive while one of their kind is on its way go as one transaction. A trigger on the
 history table records the transaction of each RPC_COMMITTED event, so the tests see how the
 commits were grouped; another makes one Flow's commit fail, to show that a failing commit
 fails no neighbour of its group.
