@@ -88,11 +88,11 @@ class StatementWriter(Protocol):
     claimant: str
 
     async def write_statement(
-        self, sql: str, args: Sequence[Any], *, grouped: bool = False
+        self, sql: str, args: Sequence[Any], *, grouped: bool = False, rows: bool = False
     ) -> list[Any]:
         """Apply ``sql`` with positional ``args`` and return its rows once committed;
-        ``grouped``: a commit answering one row, which may share its transaction with
-        others of the same statement."""
+        ``grouped``: a commit answering one row (or, with ``rows``, a plain SELECT answering
+        any number), which may share its transaction with others of the same statement."""
 
     async def write_batch(self, sql: str, batch: Sequence[Sequence[Any]]) -> None:
         """Apply ``sql`` once per arguments of ``batch``, in order, all in one transaction."""

@@ -6,7 +6,9 @@ the statement in it: measured here, about 90 microseconds of the server's CPU fo
 write and its commit, against about 10 for the same write run among sixteen in one
 transaction (and one round trip and one WAL flush instead of sixteen). So commits of the same
 statement that arrive while earlier ones of it are on their way go together, as
-``statement_groups`` says: in one transaction, since a pipeline behind one Sync is one.
+``statement_groups`` says: in one transaction, since a pipeline behind one Sync is one. A
+locked RPC's lock take (``rpc_loads``), which answers several rows, goes so too, wrapped to
+answer its member's tag first.
 
 A group commits all or nothing, so a group that fails (a deadlock, a statement error) is run
 again one commit at a time, each its own transaction as before: one commit's failure fails
@@ -22,21 +24,40 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
-from engine._storage.statement_groups import StatementGroups
+from engine._storage.statement_groups import StatementGroups, tagged
+from engine._storage.statement_pool import StatementPool
 
 
 class CommitGroups(StatementGroups[list[Any]]):
     """Commits one-statement transactions of a StatementPool in groups (see the module)."""
 
-    async def commit(self, sql: str, args: Sequence[Any]) -> list[Any]:
+    def __init__(self, pool: StatementPool) -> None:
+        super().__init__(pool)
+        #: The statements that may answer any number of rows (see :meth:`commit`).
+        self._tagged: set[str] = set()
+
+    async def commit(self, sql: str, args: Sequence[Any], *, rows: bool = False) -> list[Any]:
         """Apply ``sql`` (answering one row) with ``args``, with the commits of the same
-        statement it meets; return its rows once committed, as ``StatementPool.commit``."""
+        statement it meets; return its rows once committed, as ``StatementPool.commit``.
+        ``rows``: ``sql`` is a plain SELECT (of a function, say) that may answer any number
+        of rows; in a group it is wrapped to answer its member's tag first, and each commit
+        gets its own rows (asyncpg Records, read by name: they also carry the tag)."""
+        if rows:
+            self._tagged.add(sql)
         return await self._run(sql, args)
 
     async def _one(self, sql: str, args: Sequence[Any]) -> list[Any]:
         return await self._pool.commit(sql, args)
 
     async def _many(self, sql: str, batch: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        if sql in self._tagged:
+            records = await self._pool.commit_each(
+                tagged(sql, len(batch[0])), [(*args, member) for member, args in enumerate(batch)]
+            )
+            out: list[list[Any]] = [[] for _ in batch]
+            for record in records:
+                out[record[0]].append(record)
+            return out
         rows = await self._pool.commit_each(sql, batch)
         assert len(rows) == len(batch), "each grouped statement answers one row"
         return [[row] for row in rows]

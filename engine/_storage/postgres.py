@@ -227,7 +227,7 @@ class PostgresDatabase:
         return compiled.named_records(found) if found else []
 
     async def write_statement(
-        self, sql: str, args: Sequence[Any], *, grouped: bool = False
+        self, sql: str, args: Sequence[Any], *, grouped: bool = False, rows: bool = False
     ) -> list[Any]:
         """Apply ``sql``, one statement, as its own transaction and return its rows once
         committed.
@@ -239,7 +239,7 @@ class PostgresDatabase:
         """
         assert self._statements is not None, "database is not open"
         if grouped and self._groups is not None:
-            return await self._groups.commit(sql, args)
+            return await self._groups.commit(sql, args, rows=rows)
         return await self._statements.commit(sql, args)
 
     async def write_batch(self, sql: str, batch: Sequence[Sequence[Any]]) -> None:

@@ -18,13 +18,9 @@ outage, say).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
-from engine._storage.statement_groups import StatementGroups
-
-#: The name of the tag column; nothing the engine reads is called so.
-TAG = "dexlite_read_member"
+from engine._storage.statement_groups import StatementGroups, tagged
 
 Rows = tuple[list[str], list[tuple[Any, ...]]]
 
@@ -44,9 +40,8 @@ class ReadGroups(StatementGroups[Rows]):
         return list(records[0].keys()), [tuple(r) for r in records]
 
     async def _many(self, sql: str, batch: Sequence[Sequence[Any]]) -> list[Rows]:
-        tagged = _tagged(sql, len(batch[0]))
         records = await self._pool.fetch_each(
-            tagged, [(*args, member) for member, args in enumerate(batch)]
+            tagged(sql, len(batch[0])), [(*args, member) for member, args in enumerate(batch)]
         )
         out: list[Rows] = [([], []) for _ in batch]
         names: list[str] = list(records[0].keys())[1:] if records else []
@@ -58,9 +53,3 @@ class ReadGroups(StatementGroups[Rows]):
 
     def _again_alone(self, error: Exception) -> bool:
         return True
-
-
-@lru_cache(maxsize=256)
-def _tagged(sql: str, parameters: int) -> str:
-    """``sql`` answering the member's tag (its last parameter) before its own columns."""
-    return f"SELECT ${parameters + 1}::int4 AS {TAG}, r.* FROM ({sql}) AS r"

@@ -4,7 +4,8 @@ On PostgreSQL a round trip costs far more than a short statement: the client's `
 the kernel's TCP path and wakes the server, and the server parses the message, opens and
 ends a transaction and answers. So statements of the same text that arrive while earlier ones
 of it are on their way wait for them and then go together, each run once with its own
-arguments, in arrival order, pipelined behind one Sync (asyncpg's ``fetchmany``). A statement
+arguments, pipelined behind one Sync (asyncpg's ``fetchmany``), ordered by their first
+argument (see ``_send``) and in arrival order among equals. A statement
 that arrives when no group of its text is on its way goes at once, alone, so an idle engine
 waits for nothing.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from engine._storage.statement_pool import StatementPool
@@ -28,6 +30,10 @@ from engine._storage.statement_pool import StatementPool
 IN_FLIGHT = 1
 #: The most statements in one group.
 MAX_GROUP = 64
+
+#: The name of the column a tagged statement answers first; nothing the engine reads is so
+#: called.
+TAG = "dexlite_group_member"
 
 R = TypeVar("R")
 _Waiting = tuple[Sequence[Any], "asyncio.Future[Any]"]
@@ -96,6 +102,10 @@ class StatementGroups(Generic[R]):
             if len(group) == 1:
                 await self._settle(group[0][1], sql, group[0][0])
                 return
+            # In the order of their first argument (the Flow's or the run's ID, for every
+            # statement grouped), arrival order among equals: two groups that lock the same
+            # Flows then take their locks in one order, and cannot wait for each other.
+            group.sort(key=_first_argument)
             try:
                 results = await self._many(sql, [args for args, _ in group])
             except Exception as exc:
@@ -132,3 +142,16 @@ class StatementGroups(Generic[R]):
         """Wait for the groups on their way."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+@lru_cache(maxsize=256)
+def tagged(sql: str, parameters: int) -> str:
+    """``sql``, a plain SELECT of ``parameters`` parameters, answering its member's place in a
+    group (one more parameter) before its own columns, so that the rows of a group, which
+    ``fetchmany`` answers as one list, split back by member."""
+    return f"SELECT ${parameters + 1}::int4 AS {TAG}, r.* FROM ({sql}) AS r"
+
+
+def _first_argument(waiting: _Waiting) -> str:
+    args = waiting[0]
+    return str(args[0]) if args else ""

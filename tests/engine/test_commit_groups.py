@@ -1,22 +1,28 @@
 """One-statement commits that arrive together commit together (``_storage/commit_groups``).
 
-Many locked RPCs at once on distinct Flows each commit as one statement; on PostgreSQL those
-that arrive while one of their kind is on its way go as one transaction. A trigger on the
-history table records the transaction of each RPC_COMMITTED event, so the tests see how the
-commits were grouped; another makes one Flow's commit fail, to show that a failing commit
-fails no neighbour of its group.
+Many locked RPCs at once on distinct Flows each take their locks in one call and commit as one
+statement; on PostgreSQL those that arrive while one of their kind is on its way go as one
+transaction. A trigger on the history table records the transaction of each RPC_COMMITTED
+event, so the tests see how the commits were grouped, and SQLAlchemy's listeners hear the lock
+takes that went in a group (their text then answers a tag first); triggers make one Flow's
+commit fail and another's lock take, to show that neither fails a neighbour of its group.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from engine import EngineConfig
+from engine._storage.statement_groups import TAG
 from tests.conftest import running_engine
 from tests.engine.test_shared_rpc_locks import LockFlow, _sql
 from tests.support.backends import postgres_only
+from tests.support.statements_heard import statements_heard
 
 pytestmark = postgres_only("one-statement commits are PostgreSQL's")
 
@@ -39,7 +45,30 @@ END $$
 """,
     "CREATE TRIGGER note_commit_transactions AFTER INSERT ON history "
     "FOR EACH ROW EXECUTE FUNCTION note_commit_transaction()",
+    """
+CREATE FUNCTION refuse_lock_take() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.flow_id = 'untakeable' THEN
+        RAISE EXCEPTION 'this Flow''s lock takes fail';
+    END IF;
+    RETURN NEW;
+END $$
+""",
+    "CREATE TRIGGER refuse_lock_takes BEFORE INSERT ON attribute_locks "
+    "FOR EACH ROW EXECUTE FUNCTION refuse_lock_take()",
 )
+
+
+@pytest.fixture
+def statements() -> Iterator[list[str]]:
+    """The text of every statement the engines run from now on."""
+    with statements_heard() as heard:
+        yield heard
+
+
+def grouped_takes(statements: list[str]) -> int:
+    """How many lock takes went in a group."""
+    return sum(1 for s in statements if TAG in s and "dexlite_take_rpc_locks_and_load" in s)
 
 
 async def _note_transactions(url: str) -> None:
@@ -51,7 +80,7 @@ async def _bump_all(config: EngineConfig, *, poisoned: bool = False) -> tuple[li
     """Bump every Flow ROUNDS times, all at once; return the outcomes and how many
     transactions committed them."""
     url = config.database_url
-    names = [f"f{n}" for n in range(FLOWS)] + (["poisoned"] if poisoned else [])
+    names = [f"f{n}" for n in range(FLOWS)] + (["poisoned", "untakeable"] if poisoned else [])
     async with running_engine([LockFlow()], config) as eng:
         for name in names:
             await eng.start_flow(LockFlow, name)
@@ -77,11 +106,13 @@ async def _bump_all(config: EngineConfig, *, poisoned: bool = False) -> tuple[li
 
 
 async def test_locked_rpcs_at_once_commit_in_fewer_transactions_than_rpcs(
-    engine_config: EngineConfig,
+    engine_config: EngineConfig, statements: list[str]
 ) -> None:
     outcomes, transactions = await _bump_all(engine_config)
+    # Each RPC read the value the one before it on its Flow wrote: its take read its own.
     assert outcomes == [list(range(1, ROUNDS + 1))] * FLOWS
     assert transactions < FLOWS * ROUNDS / 2, transactions
+    assert grouped_takes(statements) > FLOWS * ROUNDS / 2
 
 
 async def test_a_commit_that_fails_fails_no_other_of_its_group(
@@ -89,17 +120,20 @@ async def test_a_commit_that_fails_fails_no_other_of_its_group(
 ) -> None:
     outcomes, transactions = await _bump_all(engine_config, poisoned=True)
     assert outcomes[:FLOWS] == [list(range(1, ROUNDS + 1))] * FLOWS
-    failed = outcomes[FLOWS]
+    failed, untaken = outcomes[FLOWS:]
     assert len(failed) == ROUNDS
     assert all("this Flow's commits fail" in str(exc) for exc in failed), failed
+    assert len(untaken) == ROUNDS
+    assert all("this Flow's lock takes fail" in str(exc) for exc in untaken), untaken
     # The others still went in groups.
     assert transactions < FLOWS * ROUNDS, transactions
 
 
 async def test_with_group_commits_off_each_commit_is_its_own_transaction(
-    engine_config: EngineConfig,
+    engine_config: EngineConfig, statements: list[str]
 ) -> None:
     config = dataclasses.replace(engine_config, group_commits=False)
     outcomes, transactions = await _bump_all(config)
     assert outcomes == [list(range(1, ROUNDS + 1))] * FLOWS
     assert transactions == FLOWS * ROUNDS
+    assert grouped_takes(statements) == 0

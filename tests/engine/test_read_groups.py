@@ -14,18 +14,16 @@ import asyncio
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import event
-from sqlalchemy.engine import Engine as SQLAlchemyEngine
 
 from engine import Engine, EngineConfig
-from engine._storage.read_groups import TAG
+from engine._storage.statement_groups import TAG
 from patterns.primitives.rpc.flow import CounterFlow
 from tests.conftest import running_engine
 from tests.support import backends
 from tests.support.backends import postgres_only
+from tests.support.statements_heard import statements_heard
 from tests.support.tcp_proxy import CuttingProxy
 
 pytestmark = postgres_only("read groups are PostgreSQL's")
@@ -37,16 +35,8 @@ ROUNDS = 3
 @pytest.fixture
 def statements() -> Iterator[list[str]]:
     """The text of every statement the engines run from now on."""
-    heard: list[str] = []
-
-    def hear(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        heard.append(statement)
-
-    event.listen(SQLAlchemyEngine, "before_cursor_execute", hear)
-    try:
+    with statements_heard() as heard:
         yield heard
-    finally:
-        event.remove(SQLAlchemyEngine, "before_cursor_execute", hear)
 
 
 async def _counters_set(eng: Engine) -> None:

@@ -131,7 +131,9 @@ class SharedLockTable:
                 plan=plan,
             )
         if where is not None:
-            found = loaded(await self._database.write_statement(TAKE_AND_LOAD, where))
+            found = loaded(
+                await self._database.write_statement(TAKE_AND_LOAD, where, grouped=True, rows=True)
+            )
             if found is not None:
                 self._rpc_keys[owner] = tuple(wanted)
                 return found  # no row was on the keys: they are this RPC's now, and it read
