@@ -22,7 +22,7 @@ from engine._storage.statement_groups import TAG
 from tests.conftest import running_engine
 from tests.engine.test_shared_rpc_locks import LockFlow, _sql
 from tests.support.backends import postgres_only
-from tests.support.statements_heard import statements_heard
+from tests.support.statements_heard import Heard, statements_heard
 
 pytestmark = postgres_only("one-statement commits are PostgreSQL's")
 
@@ -60,15 +60,27 @@ END $$
 
 
 @pytest.fixture
-def statements() -> Iterator[list[str]]:
+def statements() -> Iterator[list[Heard]]:
     """The text of every statement the engines run from now on."""
     with statements_heard() as heard:
         yield heard
 
 
-def grouped_takes(statements: list[str]) -> int:
+def take_groups(statements: list[Heard]) -> list[list[str]]:
+    """The Flow IDs of the lock takes that went in groups, group by group, in the order the
+    groups ran them (a grouped take's last parameter is its place in its group)."""
+    groups: list[list[str]] = []
+    for heard in statements:
+        if TAG in heard.statement and "dexlite_take_rpc_locks_and_load" in heard.statement:
+            if heard.parameters[-1] == 0:
+                groups.append([])
+            groups[-1].append(heard.parameters[0])
+    return groups
+
+
+def grouped_takes(statements: list[Heard]) -> int:
     """How many lock takes went in a group."""
-    return sum(1 for s in statements if TAG in s and "dexlite_take_rpc_locks_and_load" in s)
+    return sum(len(group) for group in take_groups(statements))
 
 
 async def _note_transactions(url: str) -> None:
@@ -106,13 +118,18 @@ async def _bump_all(config: EngineConfig, *, poisoned: bool = False) -> tuple[li
 
 
 async def test_locked_rpcs_at_once_commit_in_fewer_transactions_than_rpcs(
-    engine_config: EngineConfig, statements: list[str]
+    engine_config: EngineConfig, statements: list[Heard]
 ) -> None:
     outcomes, transactions = await _bump_all(engine_config)
     # Each RPC read the value the one before it on its Flow wrote: its take read its own.
     assert outcomes == [list(range(1, ROUNDS + 1))] * FLOWS
     assert transactions < FLOWS * ROUNDS / 2, transactions
     assert grouped_takes(statements) > FLOWS * ROUNDS / 2
+    # Each group took its Flows' locks in the order of their IDs, whatever order the takes
+    # came in (f0, f1, ..., f10, ...): two groups then cannot wait for each other.
+    groups = take_groups(statements)
+    assert all(group == sorted(group) for group in groups), groups
+    assert any(group != sorted(group, key=lambda f: int(f[1:])) for group in groups), groups
 
 
 async def test_a_commit_that_fails_fails_no_other_of_its_group(
@@ -130,7 +147,7 @@ async def test_a_commit_that_fails_fails_no_other_of_its_group(
 
 
 async def test_with_group_commits_off_each_commit_is_its_own_transaction(
-    engine_config: EngineConfig, statements: list[str]
+    engine_config: EngineConfig, statements: list[Heard]
 ) -> None:
     config = dataclasses.replace(engine_config, group_commits=False)
     outcomes, transactions = await _bump_all(config)

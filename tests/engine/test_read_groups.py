@@ -23,7 +23,7 @@ from patterns.primitives.rpc.flow import CounterFlow
 from tests.conftest import running_engine
 from tests.support import backends
 from tests.support.backends import postgres_only
-from tests.support.statements_heard import statements_heard
+from tests.support.statements_heard import Heard, statements_heard
 from tests.support.tcp_proxy import CuttingProxy
 
 pytestmark = postgres_only("read groups are PostgreSQL's")
@@ -33,7 +33,7 @@ ROUNDS = 3
 
 
 @pytest.fixture
-def statements() -> Iterator[list[str]]:
+def statements() -> Iterator[list[Heard]]:
     """The text of every statement the engines run from now on."""
     with statements_heard() as heard:
         yield heard
@@ -56,30 +56,30 @@ async def _read_all_at_once(eng: Engine) -> None:
 
 
 async def test_reads_at_once_go_in_groups_and_each_answers_its_own_flow(
-    engine_config: EngineConfig, statements: list[str]
+    engine_config: EngineConfig, statements: list[Heard]
 ) -> None:
     async with running_engine([CounterFlow()], engine_config) as eng:
         await _counters_set(eng)
         statements.clear()
         await _read_all_at_once(eng)
-    grouped = [s for s in statements if TAG in s]
+    grouped = [h for h in statements if TAG in h.statement]
     # All but the first read of each round waited for it and went together.
     assert len(grouped) >= (FLOWS - 1) * ROUNDS, len(grouped)
 
 
 async def test_with_group_reads_off_every_read_goes_alone(
-    engine_config: EngineConfig, statements: list[str]
+    engine_config: EngineConfig, statements: list[Heard]
 ) -> None:
     config = dataclasses.replace(engine_config, group_reads=False)
     async with running_engine([CounterFlow()], config) as eng:
         await _counters_set(eng)
         statements.clear()
         await _read_all_at_once(eng)
-    assert [s for s in statements if TAG in s] == []
+    assert [h for h in statements if TAG in h.statement] == []
 
 
 async def test_a_group_whose_connection_is_cut_is_read_again_one_by_one(
-    engine_config: EngineConfig, tmp_path: Path, statements: list[str]
+    engine_config: EngineConfig, tmp_path: Path, statements: list[Heard]
 ) -> None:
     url = backends.database_url_for(tmp_path)
     host_port = url.split("@", 1)[1].split("/", 1)[0]
@@ -96,4 +96,4 @@ async def test_a_group_whose_connection_is_cut_is_read_again_one_by_one(
             statements.clear()
             await _read_all_at_once(eng)
             assert proxy.commits_cut == 1
-    assert any(TAG in s for s in statements)
+    assert any(TAG in h.statement for h in statements)

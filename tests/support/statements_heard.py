@@ -6,19 +6,26 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine as SQLAlchemyEngine
 
 
-@contextlib.contextmanager
-def statements_heard() -> Iterator[list[str]]:
-    """Collect, while open, the text of every statement run, in a list it yields."""
-    heard: list[str] = []
+class Heard(NamedTuple):
+    """One statement run: its text and its parameters."""
 
-    def hear(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        heard.append(statement)
+    statement: str
+    parameters: Any
+
+
+@contextlib.contextmanager
+def statements_heard() -> Iterator[list[Heard]]:
+    """Collect, while open, every statement run, in a list it yields."""
+    heard: list[Heard] = []
+
+    def hear(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        heard.append(Heard(statement, parameters))
 
     event.listen(SQLAlchemyEngine, "before_cursor_execute", hear)
     try:
