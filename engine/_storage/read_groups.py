@@ -11,8 +11,8 @@ was asked for, so nothing a read returns is older than it would have been alone.
 ``fetchmany`` answers the rows of the whole group in one list, so the grouped statement is the
 read wrapped to answer a tag first, the member's place in the group; the rows come back split
 by it, without it, in the order the read gave them. A group that fails for any reason is run
-again one read at a time: a read changes nothing, and each then answers for itself (as an
-outage, say).
+again one read at a time, all at once: a read changes nothing, and each then answers for
+itself (as an outage, say) in the time one read takes.
 """
 
 from __future__ import annotations
@@ -53,3 +53,5 @@ class ReadGroups(StatementGroups[Rows]):
 
     def _again_alone(self, error: Exception) -> bool:
         return True
+
+    _alone_at_once = True

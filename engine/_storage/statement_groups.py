@@ -84,6 +84,12 @@ class StatementGroups(Generic[R]):
         """True when a group that failed with ``error`` is run again one member at a time."""
         raise NotImplementedError
 
+    #: Whether the members of a failed group run again all at once (each on a connection of
+    #: its own) rather than one after the other, in order: for statements whose order does
+    #: not matter, so that a group that failed slowly (a statement timeout, a pool that had no
+    #: connection free) does not take as long again for each member.
+    _alone_at_once = False
+
     def _went(self, sql: str, statement: _Statement) -> None:
         """A group of ``sql`` ended: send the runs that waited for it, as one group."""
         if not statement.waiting:
@@ -110,6 +116,11 @@ class StatementGroups(Generic[R]):
                 results = await self._many(sql, [args for args, _ in group])
             except Exception as exc:
                 if self._again_alone(exc):
+                    if self._alone_at_once:
+                        await asyncio.gather(
+                            *(self._settle(future, sql, args) for args, future in group)
+                        )
+                        return
                     for args, future in group:
                         await self._settle(future, sql, args)
                     return
