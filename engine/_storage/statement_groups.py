@@ -5,9 +5,8 @@ the kernel's TCP path and wakes the server, and the server parses the message, o
 ends a transaction and answers. So statements of the same text that arrive while earlier ones
 of it are on their way wait for them and then go together, each run once with its own
 arguments, pipelined behind one Sync (asyncpg's ``fetchmany``), ordered by their first
-argument (see ``_send``) and in arrival order among equals. A statement
-that arrives when no group of its text is on its way goes at once, alone, so an idle engine
-waits for nothing.
+argument (see ``_send``) and in arrival order among equals. A statement that arrives when no
+group of its text is on its way goes at once, alone, so an idle engine waits for nothing.
 
 This module holds what both kinds share, the queueing; ``commit_groups`` commits one-statement
 transactions this way and ``read_groups`` runs short reads.
