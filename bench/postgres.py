@@ -70,7 +70,9 @@ def _sizes(quick: bool) -> dict[str, Any]:
             "pgbench_seconds": 2,
         }
     return {
-        "rounds": 1,
+        # Two alternating rounds of each HTTP load: one 3-second round moved by a tenth and
+        # more between runs on a 2-core machine shared with the load generator.
+        "rounds": 2,
         # A Flows run measures well under a second: the machine's pace drifts more than that
         # between two of them, so each deployment keeps the best of three alternating runs.
         "flow_rounds": 3,
