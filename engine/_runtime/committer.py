@@ -116,7 +116,10 @@ class Committer:
         self._activity.enter(COMMITS)
         try:
             started = time.perf_counter()
-            if not one.wrote(await statements.write_statement(sql, args, grouped=True)):
+            written = await statements.write_statement(
+                sql, args, grouped=True, flow_id=_flow_of(one.result)
+            )
+            if not one.wrote(written):
                 return False
             self._telemetry.commit(time.perf_counter() - started)
             self._notifier.publish(one.result)
@@ -142,7 +145,10 @@ class Committer:
         try:
             started = time.perf_counter()
             outcome = writes.outcome(
-                await statements.write_statement(sql, args, grouped=True), taken
+                await statements.write_statement(
+                    sql, args, grouped=True, flow_id=_flow_of(writes.result)
+                ),
+                taken,
             )
             if outcome == COMMITTED:
                 self._telemetry.commit(time.perf_counter() - started)
@@ -269,3 +275,8 @@ class _Relayed:
         self._committer._activity.leave(COMMITS)
         if self.handed.ended is not None and not self.handed.ended.done():
             self.handed.ended.set_result(None)
+
+
+def _flow_of(result: CommitResult) -> str:
+    """The Flow a one-statement commit locks rows of (each changes one run)."""
+    return result.changes[0].flow_id if result.changes else ""

@@ -88,11 +88,18 @@ class StatementWriter(Protocol):
     claimant: str
 
     async def write_statement(
-        self, sql: str, args: Sequence[Any], *, grouped: bool = False, rows: bool = False
+        self,
+        sql: str,
+        args: Sequence[Any],
+        *,
+        grouped: bool = False,
+        rows: bool = False,
+        flow_id: str = "",
     ) -> list[Any]:
         """Apply ``sql`` with positional ``args`` and return its rows once committed;
         ``grouped``: a commit answering one row (or, with ``rows``, a plain SELECT answering
-        any number), which may share its transaction with others of the same statement."""
+        any number), which may share its transaction with others of the same statement,
+        ordered among them by ``flow_id``, the Flow whose rows it locks."""
 
     async def write_batch(self, sql: str, batch: Sequence[Sequence[Any]]) -> None:
         """Apply ``sql`` once per arguments of ``batch``, in order, all in one transaction."""

@@ -36,15 +36,19 @@ class CommitGroups(StatementGroups[list[Any]]):
         #: The statements that may answer any number of rows (see :meth:`commit`).
         self._tagged: set[str] = set()
 
-    async def commit(self, sql: str, args: Sequence[Any], *, rows: bool = False) -> list[Any]:
+    async def commit(
+        self, sql: str, args: Sequence[Any], *, rows: bool = False, flow_id: str = ""
+    ) -> list[Any]:
         """Apply ``sql`` (answering one row) with ``args``, with the commits of the same
         statement it meets; return its rows once committed, as ``StatementPool.commit``.
+        ``flow_id``: the Flow whose rows it locks, its place in a group (see
+        ``statement_groups``).
         ``rows``: ``sql`` is a plain SELECT (of a function, say) that may answer any number
         of rows; in a group it is wrapped to answer its member's tag first, and each commit
         gets its own rows (asyncpg Records, read by name: they also carry the tag)."""
         if rows:
             self._tagged.add(sql)
-        return await self._run(sql, args)
+        return await self._run(sql, args, flow_id)
 
     async def _one(self, sql: str, args: Sequence[Any]) -> list[Any]:
         return await self._pool.commit(sql, args)

@@ -227,7 +227,13 @@ class PostgresDatabase:
         return compiled.named_records(found) if found else []
 
     async def write_statement(
-        self, sql: str, args: Sequence[Any], *, grouped: bool = False, rows: bool = False
+        self,
+        sql: str,
+        args: Sequence[Any],
+        *,
+        grouped: bool = False,
+        rows: bool = False,
+        flow_id: str = "",
     ) -> list[Any]:
         """Apply ``sql``, one statement, as its own transaction and return its rows once
         committed.
@@ -235,11 +241,12 @@ class PostgresDatabase:
         Without the BEGIN and COMMIT of :meth:`write` it is one round trip instead of three;
         the statement is atomic and durable all the same (it commits as it ends). ``grouped``:
         a commit answering one row, which may go with others of the same statement in one
-        transaction (see ``commit_groups``).
+        transaction (see ``commit_groups``); ``rows``: a SELECT answering any number;
+        ``flow_id``: the Flow whose rows it locks, by which a group orders its commits.
         """
         assert self._statements is not None, "database is not open"
         if grouped and self._groups is not None:
-            return await self._groups.commit(sql, args, rows=rows)
+            return await self._groups.commit(sql, args, rows=rows, flow_id=flow_id)
         return await self._statements.commit(sql, args)
 
     async def write_batch(self, sql: str, batch: Sequence[Sequence[Any]]) -> None:

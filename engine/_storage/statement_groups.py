@@ -4,9 +4,10 @@ On PostgreSQL a round trip costs far more than a short statement: the client's `
 the kernel's TCP path and wakes the server, and the server parses the message, opens and
 ends a transaction and answers. So statements of the same text that arrive while earlier ones
 of it are on their way wait for them and then go together, each run once with its own
-arguments, pipelined behind one Sync (asyncpg's ``fetchmany``), ordered by their first
-argument (see ``_send``) and in arrival order among equals. A statement that arrives when no
-group of its text is on its way goes at once, alone, so an idle engine waits for nothing.
+arguments, pipelined behind one Sync (asyncpg's ``fetchmany``), ordered by a key, the Flow
+each locks rows of (see ``_send``), and in arrival order among equals. A statement that
+arrives when no group of its text is on its way goes at once, alone, so an idle engine waits
+for nothing.
 
 This module holds what both kinds share, the queueing; ``commit_groups`` commits one-statement
 transactions this way and ``read_groups`` runs short reads.
@@ -35,7 +36,8 @@ MAX_GROUP = 64
 TAG = "dexlite_group_member"
 
 R = TypeVar("R")
-_Waiting = tuple[Sequence[Any], "asyncio.Future[Any]"]
+#: A statement waiting for its group: its arguments, its caller's future, its order key.
+_Waiting = tuple[Sequence[Any], "asyncio.Future[Any]", str]
 
 
 @dataclass
@@ -56,8 +58,9 @@ class StatementGroups(Generic[R]):
         self._statements: dict[str, _Statement] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def _run(self, sql: str, args: Sequence[Any]) -> R:
-        """Run ``sql`` with ``args``, with the runs of the same statement it meets."""
+    async def _run(self, sql: str, args: Sequence[Any], key: str = "") -> R:
+        """Run ``sql`` with ``args``, with the runs of the same statement it meets; ``key``
+        places it in its group (see ``_send``)."""
         statement = self._statements.get(sql)
         if statement is None:
             statement = self._statements[sql] = _Statement()
@@ -68,7 +71,7 @@ class StatementGroups(Generic[R]):
             finally:
                 self._went(sql, statement)
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        statement.waiting.append((args, future))
+        statement.waiting.append((args, future, key))
         return await future
 
     async def _one(self, sql: str, args: Sequence[Any]) -> R:
@@ -107,32 +110,33 @@ class StatementGroups(Generic[R]):
             if len(group) == 1:
                 await self._settle(group[0][1], sql, group[0][0])
                 return
-            # In the order of their first argument (the Flow's or the run's ID, for every
-            # statement grouped), arrival order among equals: two groups that lock the same
-            # Flows then take their locks in one order, and cannot wait for each other.
-            group.sort(key=_first_argument)
+            # In the order of their keys, arrival order among equals. Every commit grouped
+            # locks rows of its own Flow alone and is keyed by its Flow ID, so groups of any
+            # statements that lock the same Flows take their locks in one order, and cannot
+            # wait for each other (a Step move's group and an RPC commit's, say).
+            group.sort(key=_key)
             try:
-                results = await self._many(sql, [args for args, _ in group])
+                results = await self._many(sql, [args for args, _, _ in group])
             except Exception as exc:
                 if self._again_alone(exc):
                     if self._alone_at_once:
                         await asyncio.gather(
-                            *(self._settle(future, sql, args) for args, future in group)
+                            *(self._settle(future, sql, args) for args, future, _ in group)
                         )
                         return
-                    for args, future in group:
+                    for args, future, _ in group:
                         await self._settle(future, sql, args)
                     return
-                for _, future in group:
+                for _, future, _ in group:
                     if not future.done():
                         future.set_exception(exc)
                 return
             except BaseException as exc:
-                for _, future in group:
+                for _, future, _ in group:
                     if not future.done():
                         future.set_exception(exc)
                 raise
-            for result, (_, future) in zip(results, group, strict=True):
+            for result, (_, future, _) in zip(results, group, strict=True):
                 if not future.done():
                     future.set_result(result)
         finally:
@@ -162,6 +166,5 @@ def tagged(sql: str, parameters: int) -> str:
     return f"SELECT ${parameters + 1}::int4 AS {TAG}, r.* FROM ({sql}) AS r"
 
 
-def _first_argument(waiting: _Waiting) -> str:
-    args = waiting[0]
-    return str(args[0]) if args else ""
+def _key(waiting: _Waiting) -> str:
+    return waiting[2]

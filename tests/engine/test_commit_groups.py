@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bench._flow_worker import ThreeStepAsyncFlow, expected
 from engine import EngineConfig
 from engine._storage.statement_groups import TAG
 from tests.conftest import running_engine
@@ -154,3 +155,51 @@ async def test_with_group_commits_off_each_commit_is_its_own_transaction(
     assert outcomes == [list(range(1, ROUNDS + 1))] * FLOWS
     assert transactions == FLOWS * ROUNDS
     assert grouped_takes(statements) == 0
+
+
+STEP_TRANSACTIONS = (
+    "CREATE TABLE step_transactions (run_id text, xid bigint, event bigint)",
+    """
+CREATE FUNCTION note_step_transaction() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.event_type = 'STEP_CLOSED' THEN
+        INSERT INTO step_transactions VALUES (NEW.run_id, txid_current(), NEW.id);
+    END IF;
+    RETURN NEW;
+END $$
+""",
+    "CREATE TRIGGER note_step_transactions AFTER INSERT ON history "
+    "FOR EACH ROW EXECUTE FUNCTION note_step_transaction()",
+)
+
+
+async def test_step_commits_at_once_go_in_groups_in_the_order_of_their_flow_ids(
+    engine_config: EngineConfig,
+) -> None:
+    # Started in the order s0, s1, ..., s10, ...: their runs' IDs (time-ordered) sort that way,
+    # their Flow IDs not ("s10" < "s2"). A group ordered by run would lock Flows in another
+    # order than a group of RPC commits, ordered by Flow, and the two could wait for each other.
+    url = engine_config.database_url
+    names = [f"s{n}" for n in range(FLOWS)]
+    async with running_engine([ThreeStepAsyncFlow()], engine_config) as eng:
+        for statement in STEP_TRANSACTIONS:
+            await _sql(url, statement)
+        # All at once, so that their Steps decide together.
+        await asyncio.gather(
+            *(eng.start_flow(ThreeStepAsyncFlow, name, n) for n, name in enumerate(names))
+        )
+        results = await asyncio.gather(
+            *(eng.wait_for_flow(name, wait_seconds=30) for name in names)
+        )
+        flows = {result.run_id: name for result, name in zip(results, names, strict=True)}
+    assert [[c.output for c in r.completions] for r in results] == [
+        [expected(n)] for n in range(FLOWS)
+    ]
+    rows = await _sql(url, "SELECT run_id, xid FROM step_transactions ORDER BY event")
+    groups: dict[int, list[str]] = {}
+    for run_id, xid in rows:
+        groups.setdefault(xid, []).append(flows[run_id])
+    together = [group for group in groups.values() if len(group) > 1]
+    assert sum(len(group) for group in together) > len(rows) / 2, groups
+    assert all(group == sorted(group) for group in together), together
+    assert any(group != sorted(group, key=lambda f: int(f[1:])) for group in together), together

@@ -132,7 +132,9 @@ class SharedLockTable:
             )
         if where is not None:
             found = loaded(
-                await self._database.write_statement(TAKE_AND_LOAD, where, grouped=True, rows=True)
+                await self._database.write_statement(
+                    TAKE_AND_LOAD, where, grouped=True, rows=True, flow_id=flow_id
+                )
             )
             if found is not None:
                 self._rpc_keys[owner] = tuple(wanted)
