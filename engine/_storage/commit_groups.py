@@ -24,7 +24,7 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
-from engine._storage.statement_groups import StatementGroups, tagged
+from engine._storage.statement_groups import StatementGroups, run_tagged
 from engine._storage.statement_pool import StatementPool
 
 
@@ -55,13 +55,7 @@ class CommitGroups(StatementGroups[list[Any]]):
 
     async def _many(self, sql: str, batch: Sequence[Sequence[Any]]) -> list[list[Any]]:
         if sql in self._tagged:
-            records = await self._pool.commit_each(
-                tagged(sql, len(batch[0])), [(*args, member) for member, args in enumerate(batch)]
-            )
-            out: list[list[Any]] = [[] for _ in batch]
-            for record in records:
-                out[record[0]].append(record)
-            return out
+            return await run_tagged(self._pool.commit_each, sql, batch)
         rows = await self._pool.commit_each(sql, batch)
         assert len(rows) == len(batch), "each grouped statement answers one row"
         return [[row] for row in rows]

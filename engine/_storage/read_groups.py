@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine._storage.statement_groups import StatementGroups, tagged
+from engine._storage.statement_groups import StatementGroups, run_tagged
 
 Rows = tuple[list[str], list[tuple[Any, ...]]]
 
@@ -40,16 +40,12 @@ class ReadGroups(StatementGroups[Rows]):
         return list(records[0].keys()), [tuple(r) for r in records]
 
     async def _many(self, sql: str, batch: Sequence[Sequence[Any]]) -> list[Rows]:
-        records = await self._pool.fetch_each(
-            tagged(sql, len(batch[0])), [(*args, member) for member, args in enumerate(batch)]
-        )
-        out: list[Rows] = [([], []) for _ in batch]
-        names: list[str] = list(records[0].keys())[1:] if records else []
-        for record in records:
-            row = tuple(record)
-            member = out[row[0]]
-            member[1].append(row[1:])
-        return [(names if rows else [], rows) for _, rows in out]
+        members = await run_tagged(self._pool.fetch_each, sql, batch)
+        # Each without its tag.
+        return [
+            (list(records[0].keys())[1:], [tuple(r)[1:] for r in records]) if records else ([], [])
+            for records in members
+        ]
 
     def _again_alone(self, error: Exception) -> bool:
         return True

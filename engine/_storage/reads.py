@@ -132,14 +132,15 @@ Completion = tuple[str, str, str | None]
 async def load_result(
     db: Database, flow_id: str, run_id: str | None = None
 ) -> tuple[RunInfo, list[Completion]] | None:
-    """Return the given run (or the latest of ``flow_id``) with its completions so far, as
-    :func:`completions` gives them, in one read; None when there is no such run."""
+    """Return the given run (or the latest of ``flow_id``) with its completions so far, in
+    the order they closed, in one read; None when there is no such run."""
     query = _result_statement(run_id is not None)
     params = {"flow_id": flow_id, "run_id": run_id}
     rows = await db.rows(query, params, grouped=True)
     if not rows:
         return None
-    # Sent with others, the rows may come in any order: put them in the statement's.
+    # In the order the completions closed (by ID among equals): the statement leaves the
+    # order open, since sent with others its rows could come in any order anyway.
     completed = sorted((r for r in rows if r.step_id), key=lambda r: (r.completed_at, r.step_id))
     done = [(r.step_type, execution_id(r.step_id), r.output) for r in completed]
     return _run_from(rows[0]), done
@@ -161,7 +162,6 @@ def _result_statement(by_run_id: bool) -> Prepared:
         )
         .select_from(joined)
         .where(t.runs.c.run_id == target_run_statement(by_run_id))
-        .order_by(se.c.closed_at, se.c.id)
     )
 
 

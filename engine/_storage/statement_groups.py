@@ -16,7 +16,7 @@ transactions this way and ``read_groups`` runs short reads.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
@@ -168,3 +168,20 @@ def tagged(sql: str, parameters: int) -> str:
 
 def _key(waiting: _Waiting) -> str:
     return waiting[2]
+
+
+async def run_tagged(
+    run_each: Callable[[str, Sequence[Sequence[Any]]], Awaitable[list[Any]]],
+    sql: str,
+    batch: Sequence[Sequence[Any]],
+) -> list[list[Any]]:
+    """Run ``sql`` once per member of ``batch`` with ``run_each`` (a StatementPool's
+    ``commit_each`` or ``fetch_each``), :func:`tagged`; return each member's rows (asyncpg
+    Records that answer the tag first), in ``batch``'s order."""
+    records = await run_each(
+        tagged(sql, len(batch[0])), [(*args, member) for member, args in enumerate(batch)]
+    )
+    out: list[list[Any]] = [[] for _ in batch]
+    for record in records:
+        out[record[0]].append(record)
+    return out
