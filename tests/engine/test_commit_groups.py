@@ -203,3 +203,23 @@ async def test_step_commits_at_once_go_in_groups_in_the_order_of_their_flow_ids(
     assert sum(len(group) for group in together) > len(rows) / 2, groups
     assert all(group == sorted(group) for group in together), together
     assert any(group != sorted(group, key=lambda f: int(f[1:])) for group in together), together
+
+
+async def test_statements_that_arrive_in_one_pass_of_the_event_loop_go_as_one_group(
+    engine_config: EngineConfig, statements: list[Heard]
+) -> None:
+    """RPCs invoked at once reach their lock takes one after the other in one pass of the
+    event loop: the first does not go alone (and the rest as a second group after it)."""
+    names = [f"f{n}" for n in range(FLOWS)]
+    async with running_engine([LockFlow()], engine_config) as eng:
+        for name in names:
+            await eng.start_flow(LockFlow, name)
+        for name in names:  # the engine learns each Flow's type: no read before the take
+            assert await eng.invoke_rpc("bump", name) == 1
+        statements.clear()
+        assert (
+            await asyncio.gather(*(eng.invoke_rpc("bump", name) for name in names)) == [2] * FLOWS
+        )
+    takes = [h for h in statements if "dexlite_take_rpc_locks_and_load" in h.statement]
+    assert len(takes) == FLOWS
+    assert take_groups(statements) == [sorted(names)]
