@@ -62,7 +62,7 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
-# Every scenario in under ten minutes, then the goals table (bench/goals.toml, bench/README.md).
+# Every scenario (11-12 minutes on a 2-core machine), then the goals table (bench/goals.toml, bench/README.md).
 bench: $(BENCH_STAMP)
 	$(PY) -m bench
 

@@ -86,7 +86,7 @@ WRK_THREADS = 2
 
 
 def _sizes(quick: bool) -> dict[str, int]:
-    return {"rounds": 1, "round_seconds": 2} if quick else {"rounds": 2, "round_seconds": 4}
+    return {"rounds": 1, "round_seconds": 2} if quick else {"rounds": 2, "round_seconds": 3}
 
 
 def _register(url: str, flow_id: str, seconds: int) -> dict[str, Any]:
