@@ -3,9 +3,9 @@
 The common RPC (a counter, the chunked pattern's registration) locks some Attributes, writes
 them and returns. Committed as a unit, it costs a BEGIN, the run's lock, the writes, the tail
 and a COMMIT: five round trips. Here the same changes are one statement, its own transaction,
-which drops the RPC's lock rows first and writes only if it dropped exactly the rows the RPC
-took (the fence) and the run is still open (the run found by its ID alone, the rest a filter:
-``statements.filter_only`` says why):
+a call of ``dexlite_commit_rpc_writes`` (migration 0013), which drops the RPC's lock rows first
+and writes only if it dropped exactly the rows the RPC took (the fence) and the run is still
+open (the run found by its ID alone, the rest a filter: ``statements.filter_only`` says why):
 
 - the run's next commit number (as ``rows.lock_run`` takes it inside a journaled unit);
 - the Attribute rows (upserts and deletes, the last write to a key winning);
@@ -33,54 +33,20 @@ from engine._storage.records import Args, AttributeWrite, CommitResult, RunChang
 from engine._storage.rows import last_writes
 from engine.errors import FlowNotActiveOrNotFoundError
 
-#: The writes of both statements below, given a CTE ``r`` with the commit's number (``seq``)
-#: and whether the run keeps a change log, holding one row when the commit may write.
-_WRITES = """
-u AS (
-    INSERT INTO attributes (run_id, instance, name, value, blob, updated_at)
-    SELECT $3::varchar, i, nm, v, b, $5::int8
-    FROM r, unnest($6::varchar[], $7::varchar[], $8::text[], $9::bool[]) AS x(nm, i, v, b)
-    ON CONFLICT (run_id, instance, name) DO UPDATE
-        SET value = excluded.value, blob = excluded.blob, updated_at = excluded.updated_at
-), x AS (
-    DELETE FROM attributes AS a
-    USING r, unnest($10::varchar[], $11::varchar[]) AS y(nm, i)
-    WHERE a.run_id = $3::varchar AND a.name = y.nm AND a.instance = y.i
-), h AS (
-    INSERT INTO history (run_id, event_type, at, details, commit_seq)
-    SELECT $3::varchar, $12::varchar, $5::int8, $13::text, r.seq FROM r
-), c AS (
-    INSERT INTO change_log
-        (run_id, commit_seq, pos, kind, name, instance, message_id, value, at, external)
-    SELECT $3::varchar, r.seq, z.p, 'W', z.nm, z.i, NULL, z.v, NULL, true
-    FROM r, unnest($14::varchar[], $15::varchar[], $16::text[]) WITH ORDINALITY AS z(nm, i, v, p)
-    WHERE r.change_log
-)"""
-
-SQL = f"""
-WITH d AS MATERIALIZED (
-    SELECT dexlite_drop_rpc_locks($1::text, $2::text) AS dropped
-), r AS (
-    UPDATE runs SET commit_seq = commit_seq + CASE WHEN change_log THEN 1 ELSE 0 END
-    WHERE run_id = $3::varchar
-        AND (status = 'RUNNING' AND (SELECT dropped FROM d) = $4::int) IS TRUE
-    RETURNING CASE WHEN change_log THEN commit_seq ELSE 0 END AS seq, change_log
-), {_WRITES}
-SELECT (SELECT dropped FROM d), (SELECT count(*) FROM r)
+#: The commit, its arguments as ``RPCWrites._args`` gives them and whether it keeps the lock
+#: rows; it answers ``{dropped, committed}`` (see migration 0013).
+_CALL = """
+SELECT dexlite_commit_rpc_writes(
+    $1::text, $2::text, $3::varchar, $4::int, $5::int8, $6::varchar[], $7::varchar[],
+    $8::text[], $9::bool[], $10::varchar[], $11::varchar[], $12::varchar, $13::text,
+    $14::varchar[], $15::varchar[], $16::text[], {keep}
+)
 """
-
+SQL = _CALL.format(keep="false")
 #: The same writes by an RPC that keeps its lock rows for the next RPC of its process (see
 #: ``multiprocess/relay``): ``dexlite_keep_rpc_locks`` (migration 0011) checks the rows and the
-#: run and numbers the commit (0 when the run keeps no change log), raising (SQLSTATE DXL01,
-#: DXL02) instead of writing nothing.
-KEEP_SQL = f"""
-WITH k AS MATERIALIZED (
-    SELECT dexlite_keep_rpc_locks($1::text, $2::text, $4::int, $3::varchar) AS seq
-), r AS (
-    SELECT seq, seq > 0 AS change_log FROM k
-), {_WRITES}
-SELECT 1
-"""
+#: run and numbers the commit, raising (SQLSTATE DXL01, DXL02) instead of writing nothing.
+KEEP_SQL = _CALL.format(keep="true")
 
 #: The SQLSTATEs ``KEEP_SQL`` raises: the lock rows were lost, the run was not open.
 KEPT_LOCKS_LOST = "DXL01"
@@ -156,12 +122,12 @@ class RPCWrites:
 
     def outcome(self, rows: Sequence[Sequence[Any]], taken: int) -> str:
         """Read the statement's answer: what happened (see the module's constants)."""
-        dropped, runs = rows[0]
+        dropped, committed = rows[0][0]
         if dropped < 0:
             return WAITERS
         if dropped != taken:
             return LOST
-        return COMMITTED if runs else NOT_OPEN
+        return COMMITTED if committed else NOT_OPEN
 
 
 def rpc_writes(

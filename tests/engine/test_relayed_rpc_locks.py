@@ -100,6 +100,12 @@ async def test_rpcs_that_follow_each_other_pass_the_rows_on_and_commit_in_order(
         history = (await eng.get_flow_history("f")).events
         commits = [e for e in history if e.event_type == "RPC_COMMITTED"]
         assert [e.details["rpc"] for e in commits] == ["bump"] * 50
+        # Each commit logged its write under a commit number of its own, in order.
+        logged = await _sql(
+            url, "SELECT commit_seq, value FROM change_log WHERE name = 'k' ORDER BY commit_seq"
+        )
+        assert [value for _, value in logged] == [str(n) for n in range(1, 51)]
+        assert [seq for seq, _ in logged] == list(range(logged[0][0], logged[0][0] + 50))
         # Taken from the database once, then passed on: far fewer rows than RPCs.
         takes = await _takes(url)
         assert 1 <= takes < 10, takes
