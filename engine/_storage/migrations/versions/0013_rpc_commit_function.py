@@ -110,26 +110,26 @@ BEGIN
 END $$
 """
 
-# 0009's function with 0010's take and 0005's Flow lock written in, and the run's row as the
-# row that says the locks were taken.
-_TAKE_AND_LOAD = """
-CREATE OR REPLACE FUNCTION dexlite_take_rpc_locks_and_load(
-    flow text, keys text[], holder text, holder_kind text, process text, run text,
-    all_names boolean, names text[], maps text[], pair_names text[], pair_instances text[]
-) RETURNS TABLE (
-    kind text, run_id varchar, flow_id varchar, flow_type varchar, status varchar,
-    input text, request_id varchar, started_at bigint, closed_at bigint, timeout_at bigint,
-    error_type varchar, error_message text, name varchar, instance varchar, value text,
-    blob boolean
-) LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-DECLARE
+#: 0009's take and load with 0010's take (and 0005's Flow lock) written in, and the run's row
+#: as the row that says the locks were taken: what replaces what.
+_TAKE_IN_PLACE = (
+    (
+        """DECLARE
+    target varchar;
+""",
+        """DECLARE
     target varchar;
     taken integer;
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(flow, 7));
-    -- No WAL flush of its own: the RPC's commit drops these rows and fails unless it
-    -- dropped every one of them, so a row lost to a crash of the server fails the RPC.
+""",
+    ),
+    (
+        """    IF NOT dexlite_take_rpc_locks(flow, keys, holder, holder_kind, process) THEN
+        RETURN;
+    END IF;
+""",
+        """    PERFORM pg_advisory_xact_lock(hashtextextended(flow, 7));
+    -- As 0010's dexlite_take_rpc_locks: no WAL flush of its own (the commit's fence fails an
+    -- RPC whose rows a crash lost), and a key taken already refuses them all.
     PERFORM set_config('synchronous_commit', 'off', true);
     INSERT INTO attribute_locks (flow_id, lock_key, owner, kind, phase, process_id)
     SELECT flow, key, holder, holder_kind, '', process FROM unnest(keys) AS key
@@ -140,49 +140,38 @@ BEGIN
         WHERE flow_id = flow COLLATE "C" AND owner = holder COLLATE "C";
         RETURN;
     END IF;
-    IF run IS NULL THEN
-        SELECT f.latest_run_id INTO target FROM flows AS f WHERE f.flow_id = flow COLLATE "C";
-    ELSE
-        SELECT r.run_id INTO target FROM runs AS r
-        WHERE r.run_id = run COLLATE "C" AND r.flow_id = flow COLLATE "C";
-    END IF;
-    RETURN QUERY SELECT CASE WHEN r.run_id IS NULL THEN 't' ELSE 'r' END::text,
-        r.run_id::varchar, r.flow_id::varchar, r.flow_type::varchar,
-        r.status::varchar, r.input::text, r.request_id::varchar, r.started_at::bigint,
-        r.closed_at::bigint, r.timeout_at::bigint, r.error_type::varchar,
-        r.error_message::text, NULL::varchar, NULL::varchar, NULL::text, NULL::boolean
-    FROM (SELECT 1) AS taken_row LEFT JOIN runs AS r ON r.run_id = target;
+""",
+    ),
+    (
+        "    RETURN QUERY SELECT 't'::text, NULL::varchar, NULL::varchar, NULL::varchar, "
+        """NULL::varchar,
+        NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint, NULL::varchar,
+        NULL::text, NULL::varchar, NULL::varchar, NULL::text, NULL::boolean;
     IF target IS NULL THEN
         RETURN;
     END IF;
-    IF all_names OR cardinality(names) > 0 THEN
-        RETURN QUERY SELECT 'a'::text, NULL::varchar, NULL::varchar, NULL::varchar,
-            NULL::varchar, NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint,
-            NULL::varchar, NULL::text, a.name::varchar, a.instance::varchar, a.value::text,
-            a.blob
-        FROM attributes AS a
-        WHERE a.run_id = target AND a.instance = ''
-            AND (all_names OR a.name = ANY (names COLLATE "C"));
+    RETURN QUERY SELECT 'r'::text, r.run_id::varchar,""",
+        """    RETURN QUERY SELECT CASE WHEN r.run_id IS NULL THEN 't' ELSE 'r' END::text,
+        r.run_id::varchar,""",
+    ),
+    (
+        """    FROM runs AS r WHERE r.run_id = target;
+""",
+        """    FROM (SELECT 1) AS taken_row LEFT JOIN runs AS r ON r.run_id = target;
+    IF target IS NULL THEN
+        RETURN;
     END IF;
-    IF cardinality(maps) > 0 THEN
-        RETURN QUERY SELECT 'a'::text, NULL::varchar, NULL::varchar, NULL::varchar,
-            NULL::varchar, NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint,
-            NULL::varchar, NULL::text, a.name::varchar, a.instance::varchar, a.value::text,
-            a.blob
-        FROM attributes AS a
-        WHERE a.run_id = target AND a.instance <> '' AND a.name = ANY (maps COLLATE "C");
-    END IF;
-    IF cardinality(pair_names) > 0 THEN
-        RETURN QUERY SELECT 'a'::text, NULL::varchar, NULL::varchar, NULL::varchar,
-            NULL::varchar, NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint,
-            NULL::varchar, NULL::text, a.name::varchar, a.instance::varchar, a.value::text,
-            a.blob
-        FROM unnest(pair_names, pair_instances) AS p(n, i)
-        JOIN attributes AS a
-            ON a.run_id = target AND a.instance = p.i COLLATE "C" AND a.name = p.n COLLATE "C";
-    END IF;
-END $$
-"""
+""",
+    ),
+)
+
+
+def _replaced(text: str, replacements: tuple[tuple[str, str], ...]) -> str:
+    for old, new in replacements:
+        assert text.count(old) == 1, f"not found once: {old!r}"
+        text = text.replace(old, new)
+    return text
+
 
 _COMMIT_NAME = (
     "dexlite_commit_rpc_writes(text, text, varchar, integer, bigint, varchar[], varchar[], "
@@ -196,7 +185,7 @@ def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     op.execute(_COMMIT)
-    op.execute(_TAKE_AND_LOAD)
+    op.execute(_replaced(_TAKE_AND_LOAD_0009, _TAKE_IN_PLACE))
 
 
 def downgrade() -> None:
