@@ -11,7 +11,7 @@ import httpx
 from app.settings import Settings
 from tests.conftest import manual_clock_config
 from tests.support.problems import assert_problem
-from tests.support.waiting import until_step_waiting
+from tests.support.waiting import once_step_locks_released, until_step_waiting
 
 BASE = "/primitives/attribute"
 STATUS = "primitive-attribute-status"
@@ -66,7 +66,7 @@ async def test_start_commits_status_and_key_and_update_status_writes_both_indexe
         await until_step_waiting(client, flow_id)
         first = await read(client, flow_id)
         pending = await found(client, "FlowType = 'AttributeFlow' AND keyword1 = 'pending'")
-        updated = await update(client, flow_id, "authorized")
+        updated = await once_step_locks_released(lambda: update(client, flow_id, "authorized"))
         second = await read(client, flow_id)
         by_status = await found(client, "FlowType = 'AttributeFlow' AND keyword1 = 'authorized'")
         by_payment = await found(client, "FlowType = 'AttributeFlow' AND keyword2 = 'authorized'")
@@ -103,7 +103,7 @@ async def test_the_step_completes_the_status_and_permanently_deletes_the_key(
         client = served.client
         started = await start(client, flow_id, note="shipped", waitSeconds=0.5, modelApiKey=secret)
         await until_step_waiting(client, flow_id)
-        updated = await update(client, flow_id, "authorized")
+        updated = await once_step_locks_released(lambda: update(client, flow_id, "authorized"))
         await clock.advance_when_idle()  # to the Timer's deadline
         done = await result(client, flow_id)
         seen = await read(client, flow_id)

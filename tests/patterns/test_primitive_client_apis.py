@@ -11,7 +11,7 @@ import httpx
 
 from engine.testing import waiting_calls
 from tests.conftest import ServedApp
-from tests.support.waiting import eventually, until_step_waiting
+from tests.support.waiting import eventually, once_step_locks_released, until_step_waiting
 
 BASE = "/primitives/client-apis"
 
@@ -85,11 +85,13 @@ async def test_search_is_scoped_to_shipments_even_when_the_filter_tries_to_widen
             params={"flowId": "attr-shipped"},
             json={"waitSeconds": 30},
         )
-        await until_step_waiting(client, "attr-shipped")  # its wait_for locks are released
-        updated = await client.post(
-            "/primitives/attribute/update-status",
-            params={"flowId": "attr-shipped"},
-            json={"status": "shipped"},
+        await until_step_waiting(client, "attr-shipped")
+        updated = await once_step_locks_released(
+            lambda: client.post(
+                "/primitives/attribute/update-status",
+                params={"flowId": "attr-shipped"},
+                json={"status": "shipped"},
+            )
         )
         assert updated.status_code == 200, updated.text
         default = await search(client)

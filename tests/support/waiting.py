@@ -74,10 +74,25 @@ def wait_until(
 
 async def until_step_waiting(client: Any, flow_id: str) -> None:
     """Return once a Step of ``flow_id`` has committed the start of a wait (STEP_WAITING in
-    its history, over HTTP): its wait_for has ended, and with it the wait_for's locks."""
+    its history, over HTTP): its wait_for has ended. Its wait_for's locks go a moment later,
+    when the engine has the commit's answer (a reader may see the commit first): a call that
+    needs them goes through :func:`once_step_locks_released`."""
 
     async def committed() -> bool:
         response = await client.get(f"/api/v1/flows/{flow_id}/history")
         return any(e["eventType"] == "STEP_WAITING" for e in response.json()["events"])
 
     await eventually(committed, what=f"a Step of {flow_id} to begin its wait")
+
+
+async def once_step_locks_released(call: Callable[[], Awaitable[Any]]) -> Any:
+    """Make the HTTP request ``call`` until it is not refused for a lock a Step holds (409
+    RPC_LOCK_CONFLICT naming a Step), and return its response: the lock's release is the
+    event, and the request itself is the only way to see it over HTTP."""
+
+    async def attempt() -> Any:
+        response = await call()
+        refused = response.status_code == 409 and "locked by a Step" in response.text
+        return None if refused else response
+
+    return await eventually(attempt, what="the Step's locks released")
