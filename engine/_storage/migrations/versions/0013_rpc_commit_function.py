@@ -40,6 +40,10 @@ depends_on = None
 _TAKE_AND_LOAD_0009 = importlib.import_module(
     "engine._storage.migrations.versions.0009_rpc_take_and_load"
 )._FUNCTION
+#: 0012's rewrite of a function's text, each replaced text asserted found once.
+_replaced = importlib.import_module(
+    "engine._storage.migrations.versions.0012_primary_key_lookups"
+)._replaced
 
 # The columns compared are in the "C" collation (see tables._by_code_point); the parameters
 # are given it explicitly, or PostgreSQL could not pick between the two implicit collations.
@@ -81,12 +85,7 @@ BEGIN
             RETURN ARRAY[dropped, 0];
         END IF;
     END IF;
-    IF cardinality(put_names) = 1 THEN
-        INSERT INTO attributes (run_id, instance, name, value, blob, updated_at)
-        VALUES (run, put_instances[1], put_names[1], put_values[1], put_blobs[1], now_at)
-        ON CONFLICT (run_id, instance, name) DO UPDATE
-            SET value = excluded.value, blob = excluded.blob, updated_at = excluded.updated_at;
-    ELSIF cardinality(put_names) > 1 THEN
+    IF cardinality(put_names) > 0 THEN
         INSERT INTO attributes (run_id, instance, name, value, blob, updated_at)
         SELECT run, i, nm, v, b, now_at
         FROM unnest(put_names, put_instances, put_values, put_blobs) AS x(nm, i, v, b)
@@ -164,13 +163,6 @@ _TAKE_IN_PLACE = (
 """,
     ),
 )
-
-
-def _replaced(text: str, replacements: tuple[tuple[str, str], ...]) -> str:
-    for old, new in replacements:
-        assert text.count(old) == 1, f"not found once: {old!r}"
-        text = text.replace(old, new)
-    return text
 
 
 _COMMIT_NAME = (
