@@ -19,10 +19,10 @@ from engine._runtime.flows import FlowQueries, RunWatchers
 from engine._runtime.followers import CommitFollowers
 from engine._runtime.locks import MemoryLockTable
 from engine._runtime.matches import AttributeMatches
-from engine._runtime.multiprocess.lease import new_process_id
-from engine._runtime.multiprocess.parts import SharedParts, shared_parts
 from engine._runtime.notifier import LocalNotifier
 from engine._runtime.ports import BlobStore, Database, LockTable, StepQueue, TimerQueue
+from engine._runtime.postgres.lease import new_process_id
+from engine._runtime.postgres.parts import SharedParts, shared_parts
 from engine._runtime.recovery import recover
 from engine._runtime.retention import Retention
 from engine._runtime.rpcs import RPCExecutor
@@ -36,9 +36,10 @@ from engine._runtime.timeouts import Timeouts
 from engine._runtime.timers import ClockTimers
 from engine._runtime.waits import ChannelWaits
 from engine._storage.blobs import FileBlobStore
-from engine._storage.database import DatabaseSettings, SQLiteDatabase, open_database
+from engine._storage.databases import DatabaseSettings, open_database
 from engine._storage.outage import PostgresTimeouts
-from engine._storage.postgres import PostgresDatabase
+from engine._storage.postgres.database import PostgresDatabase
+from engine._storage.sqlite.database import SQLiteDatabase
 from engine._streams import StreamService, stream_store
 from engine._streams.store_interface import StreamStore
 from engine.clock import Clock

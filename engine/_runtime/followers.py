@@ -20,7 +20,7 @@ from engine._runtime.waits import ChannelWaits
 from engine._storage.records import CommitResult
 
 if TYPE_CHECKING:
-    from engine._runtime.multiprocess.notify import RemoteChange
+    from engine._runtime.postgres.notify import RemoteChange
 
 
 class CommitFollowers:

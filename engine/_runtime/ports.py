@@ -17,9 +17,9 @@ from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine._runtime.handoff import LockedCommit
+from engine._storage.postgres.rpc_loads import Loaded
 from engine._storage.prepared import Prepared
 from engine._storage.records import CommitResult, LoadPlan, QueuedStep
-from engine._storage.rpc_loads import Loaded
 from engine._streams.store_interface import StreamStore
 
 __all__ = [

@@ -22,8 +22,8 @@ from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec
 from engine._storage import commits, reads
+from engine._storage.postgres.rpc_writes import rpc_writes
 from engine._storage.records import StagedEffects
-from engine._storage.rpc_writes import rpc_writes
 from engine.clock import Clock, to_micros
 from engine.errors import (
     EngineError,

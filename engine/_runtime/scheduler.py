@@ -35,6 +35,8 @@ from engine._runtime.waits import wait_spec
 from engine._specs import FlowSpec, StepSpec
 from engine._storage import commits
 from engine._storage.commits import StaleAttemptError, Unit
+from engine._storage.postgres.step_ends import StepEnd, one_statement
+from engine._storage.postgres.step_moves import StepMove
 from engine._storage.records import (
     EnterExecute,
     EnterWait,
@@ -43,8 +45,6 @@ from engine._storage.records import (
     StagedEffects,
     StepClose,
 )
-from engine._storage.step_ends import StepEnd, one_statement
-from engine._storage.step_moves import StepMove
 from engine._streams import StreamService
 from engine.clock import Clock, to_micros
 from engine.errors import InvalidStepResultError

@@ -20,7 +20,7 @@ from engine._runtime.names import parse_values
 from engine._runtime.ports import BlobStore, Database
 from engine._specs import FlowSpec
 from engine._storage import commits, reads
-from engine._storage.first_starts import first_start
+from engine._storage.postgres.first_starts import first_start
 from engine._storage.records import QueuedStep, StartOutcome, StartRequest, SubFlowStart
 from engine.clock import Clock, to_micros
 from engine.errors import FlowTypeNotFoundError, InvalidArgumentError, InvalidStepResultError

@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, insert
 
 from engine._storage import tables as t
+from engine._storage.postgres.tail import tail_of
 from engine._storage.prepared import Prepared
 from engine._storage.statements import _TAKE_RUN
-from engine._storage.tail import tail_of
 
 T = TypeVar("T")
 

@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 from sqlalchemy.sql import ClauseElement
 
-from engine._storage import pg_direct
+from engine._storage.postgres import asyncpg_calls as pg_direct
 
 
 class CompiledStatement:

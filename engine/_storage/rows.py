@@ -17,6 +17,7 @@ from engine._enums import HistoryEventType, RunStatus
 from engine._storage import tables as t
 from engine._storage.indexes import apply_index_writes
 from engine._storage.journal import JOURNAL, WRITE, journal
+from engine._storage.postgres.tail import tail_of
 from engine._storage.prepared import Prepared
 from engine._storage.records import AttributeWrite, Phase, QueuedStep, StartRequest, StepState
 from engine._storage.statements import (
@@ -46,7 +47,6 @@ from engine._storage.statements import (
     _upsert_attributes,
     dialect_insert,
 )
-from engine._storage.tail import tail_of
 
 # -- the run ------------------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from engine import (
     go_to,
     graceful_complete,
 )
-from engine._storage import rpc_writes, step_ends, step_moves
+from engine._storage.postgres import rpc_writes, step_ends, step_moves
 from tests.api.test_database_outage import REGISTRY as TALLY_REGISTRY
 from tests.conftest import api_client, running_engine
 from tests.support import backends

@@ -19,7 +19,7 @@ import pytest
 
 from bench._flow_worker import ThreeStepAsyncFlow, expected
 from engine import EngineConfig
-from engine._storage.statement_groups import TAG
+from engine._storage.postgres.statement_groups import TAG
 from tests.conftest import running_engine
 from tests.engine.test_shared_rpc_locks import LockFlow, _sql
 from tests.support.backends import postgres_only

@@ -1,6 +1,6 @@
 """Commit notices on PostgreSQL go out once a commit has ended, and only when another process
 may hear them: an engine alone on the database sends none, and one that joins is let in
-before it serves (``engine._runtime.multiprocess.notify``).
+before it serves (``engine._runtime.postgres.notify``).
 
 An observer connection of the test listens on the notice channel without joining, so it hears
 what a commit sends without counting as a process.
@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from engine import EngineConfig, MatchOperator
-from engine._runtime.multiprocess.notify import (
+from engine._runtime.postgres.notify import (
     ALL,
     ALONE,
     COMMITS_CHANNEL,

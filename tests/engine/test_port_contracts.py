@@ -24,12 +24,12 @@ from engine import IdReusePolicy
 from engine._ids import new_id
 from engine._runtime.activity import Activity
 from engine._runtime.locks import MemoryLockTable
-from engine._runtime.multiprocess.lease import ProcessLease
-from engine._runtime.multiprocess.lock_table import SharedLockTable
 from engine._runtime.ports import Database, LockTable
+from engine._runtime.postgres.lease import ProcessLease
+from engine._runtime.postgres.lock_table import SharedLockTable
 from engine._storage import commits
-from engine._storage.database import DatabaseSettings, open_database
-from engine._storage.postgres import PostgresDatabase
+from engine._storage.databases import DatabaseSettings, open_database
+from engine._storage.postgres.database import PostgresDatabase
 from engine._storage.records import LoadPlan, Phase, QueuedStep, StagedEffects, StartRequest
 from engine.errors import RPCLockConflictError
 from tests.support import backends

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, EngineConfig
-from engine._storage.statement_groups import TAG
+from engine._storage.postgres.statement_groups import TAG
 from patterns.primitives.rpc.flow import CounterFlow
 from tests.conftest import running_engine
 from tests.support import backends

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, select
 from engine._ids import new_id
 from engine._storage import commits, start_units
 from engine._storage import tables as t
-from engine._storage.database import DatabaseSettings, SQLiteDatabase
+from engine._storage.database_settings import DatabaseSettings
 from engine._storage.journal import journaled
 from engine._storage.records import (
     Phase,
@@ -28,6 +28,7 @@ from engine._storage.records import (
     SubFlowStart,
 )
 from engine._storage.rows import lock_run
+from engine._storage.sqlite.database import SQLiteDatabase
 from engine.options import IdReusePolicy
 from engine.subflow import SubFlowReusePolicy
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, text
 
-from engine._storage.database import DatabaseSettings
-from engine._storage.database import SQLiteDatabase as Database
+from engine._storage.database_settings import DatabaseSettings
+from engine._storage.sqlite.database import SQLiteDatabase as Database
 from tests.support.waiting import eventually
 
 

@@ -18,9 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from engine._outcomes import OutcomeKind
 from engine._storage import commits
+from engine._storage.postgres.step_ends import step_end
+from engine._storage.postgres.step_moves import step_move
 from engine._storage.records import Phase, QueuedStep, StagedEffects, StepClose
-from engine._storage.step_ends import step_end
-from engine._storage.step_moves import step_move
 from tests.postgres.test_commit_units import (
     NOW,
     run_statement,

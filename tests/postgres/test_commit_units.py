@@ -20,9 +20,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from engine import FlowAlreadyStartedError, IdReusePolicy
 from engine._ids import new_id
 from engine._outcomes import OutcomeKind
-from engine._storage import commits, pg_direct
+from engine._storage import commits
 from engine._storage import tables as t
-from engine._storage.first_starts import first_start
+from engine._storage.postgres import asyncpg_calls as pg_direct
+from engine._storage.postgres.first_starts import first_start
+from engine._storage.postgres.step_ends import StepEnd, step_end
 from engine._storage.records import (
     CommitResult,
     Phase,
@@ -31,7 +33,6 @@ from engine._storage.records import (
     StartRequest,
     StepClose,
 )
-from engine._storage.step_ends import StepEnd, step_end
 from tests.support.waiting import eventually
 
 NOW = 1_800_000_000_000_000

@@ -10,11 +10,12 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from engine._runtime.multiprocess.lock_rows import lock_flow
-from engine._storage import commits, pg_direct
+from engine._runtime.postgres.lock_rows import lock_flow
+from engine._storage import commits
 from engine._storage import tables as t
+from engine._storage.postgres import asyncpg_calls as pg_direct
+from engine._storage.postgres.rpc_loads import SQL, Loaded, loaded, take_and_load
 from engine._storage.records import AttributeWrite, LoadPlan, StagedEffects, StoredValue
-from engine._storage.rpc_loads import SQL, Loaded, loaded, take_and_load
 from tests.postgres.test_commit_units import (
     NOW,
     backend_pid,

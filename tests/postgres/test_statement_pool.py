@@ -14,10 +14,10 @@ from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import await_
 
-from engine._storage.connection_pool import ConnectionPool, PoolTimeoutError
 from engine._storage.outage import PostgresTimeouts
-from engine._storage.postgres import PostgresDatabase
-from engine._storage.statement_pool import StatementPool
+from engine._storage.postgres.connection_pool import ConnectionPool, PoolTimeoutError
+from engine._storage.postgres.database import PostgresDatabase
+from engine._storage.postgres.statement_pool import StatementPool
 from engine.errors import UnavailableError
 from tests.support.backends import admin_connection
 from tests.support.waiting import eventually

@@ -22,6 +22,7 @@ from typing import Any
 from engine._enums import RunStatus
 from engine._outcomes import OutcomeKind
 from engine._storage.apply import step_closed_details
+from engine._storage.postgres.step_moves import StepMove, closed_state, has_other_effects, step_move
 from engine._storage.records import (
     Args,
     CommitResult,
@@ -30,7 +31,6 @@ from engine._storage.records import (
     StagedEffects,
     StepClose,
 )
-from engine._storage.step_moves import StepMove, closed_state, has_other_effects, step_move
 
 SQL = (
     "SELECT dexlite_end_step($1, $2, $3::int4, $4::int8, $5, $6, $7::bool, $8, $9, $10, "
@@ -93,7 +93,7 @@ class StepEnd:
             self.step_details,
             self._flow_details,
             # The function's notice (its channel and payload): none. Notices go out once
-            # the commit has ended (``engine._runtime.multiprocess.notify``).
+            # the commit has ended (``engine._runtime.postgres.notify``).
             None,
             None,
         )

@@ -45,19 +45,19 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import greenlet_spawn
 
-from engine._storage.commit_groups import CommitGroups
 from engine._storage.outage import PostgresTimeouts, raise_if_unavailable
-from engine._storage.prepared import Prepared
-from engine._storage.read_groups import ReadGroups
-from engine._storage.schema import upgrade_postgres
-from engine._storage.statement_pool import (
+from engine._storage.postgres.commit_groups import CommitGroups
+from engine._storage.postgres.read_groups import ReadGroups
+from engine._storage.postgres.statement_pool import (
     MAX_ATTEMPTS,
     RETRYABLE_SQLSTATES,
     StatementPool,
     server_settings,
 )
+from engine._storage.postgres.tail import with_tail
+from engine._storage.prepared import Prepared
+from engine._storage.schema import upgrade_postgres
 from engine._storage.statements import CLAIMANT
-from engine._storage.tail import with_tail
 
 log = logging.getLogger("dexlite.postgres")
 

@@ -1,4 +1,4 @@
-"""Database set-up: SQLite's readers and writer, and the choice of database by URL.
+"""The SQLite database: its readers and its one writer.
 
 Every change to durable state is a *commit unit*: a plain function ``unit(conn) -> result`` that
 runs inside one transaction on a synchronous SQLAlchemy Connection. On SQLite a single writer
@@ -23,7 +23,6 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,46 +31,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from engine._storage.outage import PostgresTimeouts, unavailable
-from engine._storage.postgres import PostgresDatabase
+from engine._storage.database_settings import DatabaseSettings
+from engine._storage.outage import unavailable
 from engine._storage.prepared import Prepared, through_sqlalchemy
-from engine._storage.sqlite_writer import CommitUnit, SQLiteWriter, is_busy, resolve
-from engine.errors import FailedPreconditionError, InvalidArgumentError
+from engine._storage.sqlite.writer import CommitUnit, SQLiteWriter, is_busy, resolve
+from engine.errors import FailedPreconditionError
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class DatabaseSettings:
-    """How to reach and tune the database."""
-
-    url: str
-    sqlite_synchronous: str = "FULL"
-    busy_timeout_ms: int = 10_000
-    max_batch: int = 128
-    read_pool_size: int = 8
-    #: PostgreSQL: the size of each of the two pools (commit units; one-statement transactions).
-    pool_size: int = 20
-    #: PostgreSQL: how long to wait for the server before a call fails as unavailable.
-    timeouts: PostgresTimeouts = PostgresTimeouts()
-    #: PostgreSQL: one-statement commits that arrive together go together (commit_groups).
-    group_commits: bool = True
-    #: PostgreSQL: snapshot reads that arrive together go together (read_groups).
-    group_reads: bool = True
-    #: SQLite: told how many units each group commit carried (called on the event loop).
-    on_batch: Callable[[int], None] | None = None
-    #: SQLite: given each committed unit's result, in commit order, before its caller hears.
-    on_committed: Callable[[Any], None] | None = None
-    #: SQLite: told, as a batch's COMMIT is handed to the writer's thread, the results of its
-    #: units (None when they ran on the thread: unknown); then ``on_settled`` once the batch
-    #: ended and its committed results went to ``on_committed``. Between the two, reads of the
-    #: database may already see what those units wrote.
-    on_committing: Callable[[list[Any] | None], None] | None = None
-    on_settled: Callable[[], None] | None = None
-    #: SQLite: short reads on the event loop's connection (False: on reader threads).
-    reads_on_loop: bool = True
-    #: SQLite: prepared statements on the driver's cursor (False: through SQLAlchemy).
-    prepared_statements: bool = True
 
 
 class SQLiteDatabase:
@@ -323,34 +289,3 @@ class _ReaderThreads:
             outcome = (False, exc)
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             future.get_loop().call_soon_threadsafe(resolve, future, *outcome)
-
-
-def open_database(
-    settings: DatabaseSettings, claimant: str = ""
-) -> SQLiteDatabase | PostgresDatabase:
-    """Return the Database for ``settings.url``: SQLite, or PostgreSQL (``postgresql+asyncpg``).
-
-    ``claimant`` names this process on a shared database (its commits claim their Steps).
-    Raises InvalidArgumentError naming ``databaseUrl`` for any other URL.
-    """
-    try:
-        backend = make_url(settings.url).get_backend_name()
-    except Exception as exc:  # an unparsable URL is the caller's input error
-        raise InvalidArgumentError(
-            f"databaseUrl is not a database URL: {exc}", field="databaseUrl"
-        ) from None
-    if backend == "sqlite":
-        return SQLiteDatabase(settings)
-    if backend == "postgresql":
-        return PostgresDatabase(
-            settings.url,
-            claimant=claimant,
-            pool_size=settings.pool_size,
-            timeouts=settings.timeouts,
-            group_commits=settings.group_commits,
-            group_reads=settings.group_reads,
-        )
-    raise InvalidArgumentError(
-        f"databaseUrl must be sqlite+aiosqlite:///... or postgresql+asyncpg://..., got {backend}",
-        field="databaseUrl",
-    )

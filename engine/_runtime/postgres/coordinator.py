@@ -19,12 +19,12 @@ from collections.abc import Awaitable, Callable
 from sqlalchemy import Connection, delete, select
 
 from engine._enums import RunStatus
-from engine._runtime.multiprocess.claims import SharedStepQueue
-from engine._runtime.multiprocess.lease import SERVER_NOW
-from engine._runtime.multiprocess.lock_table import SharedLockTable
+from engine._runtime.postgres.claims import SharedStepQueue
+from engine._runtime.postgres.lease import SERVER_NOW
+from engine._runtime.postgres.lock_table import SharedLockTable
 from engine._runtime.timeouts import Timeouts
 from engine._storage import tables as t
-from engine._storage.postgres import PostgresDatabase
+from engine._storage.postgres.database import PostgresDatabase
 from engine.clock import Clock, to_micros
 from engine.errors import UnavailableError
 

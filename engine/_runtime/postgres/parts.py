@@ -6,15 +6,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from engine._runtime.activity import Activity
-from engine._runtime.multiprocess.claims import SharedStepQueue
-from engine._runtime.multiprocess.coordinator import Coordinator
-from engine._runtime.multiprocess.lease import ProcessLease
-from engine._runtime.multiprocess.lock_rows import CHANNEL as LOCKS_CHANNEL
-from engine._runtime.multiprocess.lock_table import SharedLockTable
-from engine._runtime.multiprocess.notify import RemoteListener, SharedNotifier
 from engine._runtime.ports import TimerQueue
+from engine._runtime.postgres.claims import SharedStepQueue
+from engine._runtime.postgres.coordinator import Coordinator
+from engine._runtime.postgres.lease import ProcessLease
+from engine._runtime.postgres.lock_rows import CHANNEL as LOCKS_CHANNEL
+from engine._runtime.postgres.lock_table import SharedLockTable
+from engine._runtime.postgres.notify import RemoteListener, SharedNotifier
 from engine._runtime.timeouts import Timeouts
-from engine._storage.postgres import PostgresDatabase
+from engine._storage.postgres.database import PostgresDatabase
 from engine.clock import Clock
 from engine.registry import Registry
 

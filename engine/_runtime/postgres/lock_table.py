@@ -33,8 +33,8 @@ from sqlalchemy import Connection, delete, insert, update
 from engine._runtime.activity import Activity
 from engine._runtime.handoff import LockedCommit
 from engine._runtime.locks import RPC, STEP
-from engine._runtime.multiprocess.lease import ProcessLease
-from engine._runtime.multiprocess.lock_rows import (
+from engine._runtime.postgres.lease import ProcessLease
+from engine._runtime.postgres.lock_rows import (
     DROP_RPC_LOCKS,
     ENDING,
     TAKE_RPC_LOCKS,
@@ -46,14 +46,14 @@ from engine._runtime.multiprocess.lock_rows import (
     lost,
     release_all,
 )
-from engine._runtime.multiprocess.relay import Relays
+from engine._runtime.postgres.relay import Relays
 from engine._storage import tables as t
-from engine._storage.postgres import PostgresDatabase
+from engine._storage.postgres.database import PostgresDatabase
+from engine._storage.postgres.rpc_loads import SQL as TAKE_AND_LOAD
+from engine._storage.postgres.rpc_loads import Loaded, loaded, take_and_load
+from engine._storage.postgres.rpc_writes import LOST, WAITERS
+from engine._storage.postgres.tail import tail_of
 from engine._storage.records import CommitResult, LoadPlan
-from engine._storage.rpc_loads import SQL as TAKE_AND_LOAD
-from engine._storage.rpc_loads import Loaded, loaded, take_and_load
-from engine._storage.rpc_writes import LOST, WAITERS
-from engine._storage.tail import tail_of
 from engine.errors import RPCLockConflictError, UnavailableError
 
 log = logging.getLogger("dexlite.locks")

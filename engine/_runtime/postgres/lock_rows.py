@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select, text
 
 from engine._runtime.locks import RPC, STEP, grants
-from engine._runtime.multiprocess.lease import live_processes
+from engine._runtime.postgres.lease import live_processes
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
 from engine._storage.records import Phase, StepState

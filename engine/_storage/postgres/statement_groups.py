@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
-from engine._storage.statement_pool import StatementPool
+from engine._storage.postgres.statement_pool import StatementPool
 
 #: Groups of one statement on their way at once; statements past them wait to go together.
 #: One, as the SQLite writer has one batch: measured on 3-Step Flows and locked RPCs, two

@@ -24,8 +24,8 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
-from engine._storage.statement_groups import StatementGroups, run_tagged
-from engine._storage.statement_pool import StatementPool
+from engine._storage.postgres.statement_groups import StatementGroups, run_tagged
+from engine._storage.postgres.statement_pool import StatementPool
 
 
 class CommitGroups(StatementGroups[list[Any]]):

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 
 from engine._runtime.handoff import LockedCommit, RelayedUnit, nothing
 from engine._runtime.locks import RPC
+from engine._storage.postgres.rpc_writes import KEEP_SQL, KEPT_LOCKS_LOST, KEPT_RUN_NOT_OPEN
 from engine._storage.records import CommitResult
-from engine._storage.rpc_writes import KEEP_SQL, KEPT_LOCKS_LOST, KEPT_RUN_NOT_OPEN
 from engine.errors import RPCLockConflictError
 
 log = logging.getLogger("dexlite.locks")

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 
-from engine._storage import pg_direct
+from engine._storage.postgres import asyncpg_calls as pg_direct
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine._storage.statement_groups import StatementGroups, run_tagged
+from engine._storage.postgres.statement_groups import StatementGroups, run_tagged
 
 Rows = tuple[list[str], list[tuple[Any, ...]]]
 

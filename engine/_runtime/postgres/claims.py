@@ -20,8 +20,8 @@ from sqlalchemy import Connection, or_, select, update
 
 from engine._enums import RunStatus
 from engine._runtime.activity import Activity
-from engine._runtime.multiprocess.lease import ProcessLease, live_processes
 from engine._runtime.ports import Database, TimerQueue
+from engine._runtime.postgres.lease import ProcessLease, live_processes
 from engine._runtime.step_queue import MemoryStepQueue
 from engine._storage import reads
 from engine._storage import tables as t

@@ -28,8 +28,8 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
-from engine._storage.connection_pool import ConnectionPool, PoolTimeoutError
 from engine._storage.outage import PostgresTimeouts, raise_if_unavailable
+from engine._storage.postgres.connection_pool import ConnectionPool, PoolTimeoutError
 from engine.errors import UnavailableError
 
 log = logging.getLogger("dexlite.postgres")
