@@ -39,7 +39,7 @@ def lock_flow(conn: Connection, flow_id: str) -> None:
 
 
 #: The Flow's transaction-scoped advisory lock, and the one-statement fast paths of an RPC's
-#: locks (the functions of migration 0005): each answers false, having changed nothing, when
+#: locks (``engine/_storage/postgres/functions``): each answers false, having changed nothing, when
 #: its common case does not hold (a row on a key to take; a Step waiting on the Flow).
 LOCK_FLOW = Prepared(text("SELECT dexlite_lock_flow(:f)"))
 TAKE_RPC_LOCKS = Prepared(text("SELECT dexlite_take_rpc_locks(:f, :keys, :owner, :kind, :process)"))

@@ -1,4 +1,6 @@
-"""A locked RPC's lock take and snapshot read as one call on PostgreSQL (migration 0009).
+"""A locked RPC's lock take and snapshot read as one call on PostgreSQL.
+
+The call is ``dexlite_take_rpc_locks_and_load`` (``functions/dexlite_take_rpc_locks_and_load.sql``).
 
 An RPC that takes locks reads its snapshot only once it holds them, so that it sees every
 commit of the keys' earlier holders. Taking and reading were two round trips, both inside the

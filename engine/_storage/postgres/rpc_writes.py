@@ -3,7 +3,8 @@
 The common RPC (a counter, the chunked pattern's registration) locks some Attributes, writes
 them and returns. Committed as a unit, it costs a BEGIN, the run's lock, the writes, the tail
 and a COMMIT: five round trips. Here the same changes are one statement, its own transaction,
-a call of ``dexlite_commit_rpc_writes`` (migration 0013), which drops the RPC's lock rows first
+a call of ``dexlite_commit_rpc_writes`` (``functions/dexlite_commit_rpc_writes.sql``),
+which drops the RPC's lock rows first
 and writes only if it dropped exactly the rows the RPC took (the fence) and the run is still
 open (the run found by its ID alone, the rest a filter: ``statements.filter_only`` says why):
 
@@ -34,7 +35,7 @@ from engine._storage.rows import last_writes
 from engine.errors import FlowNotActiveOrNotFoundError
 
 #: The commit, its arguments as ``RPCWrites._args`` gives them and whether it keeps the lock
-#: rows; it answers ``{dropped, committed}`` (see migration 0013).
+#: rows; it answers ``{dropped, committed}`` (see ``functions/dexlite_commit_rpc_writes.sql``).
 _CALL = """
 SELECT dexlite_commit_rpc_writes(
     $1::text, $2::text, $3::varchar, $4::int, $5::int8, $6::varchar[], $7::varchar[],
@@ -44,8 +45,9 @@ SELECT dexlite_commit_rpc_writes(
 """
 SQL = _CALL.format(keep="false")
 #: The same writes by an RPC that keeps its lock rows for the next RPC of its process (see
-#: ``multiprocess/relay``): ``dexlite_keep_rpc_locks`` (migration 0011) checks the rows and the
-#: run and numbers the commit, raising (SQLSTATE DXL01, DXL02) instead of writing nothing.
+#: ``_runtime/postgres/relay``): ``dexlite_keep_rpc_locks``
+#: (``functions/dexlite_keep_rpc_locks.sql``) checks the rows and the run and numbers the
+#: commit, raising (SQLSTATE DXL01, DXL02) instead of writing nothing.
 KEEP_SQL = _CALL.format(keep="true")
 
 #: The SQLSTATEs ``KEEP_SQL`` raises: the lock rows were lost, the run was not open.

@@ -4,9 +4,9 @@ A decision with no next Step (a Flow's last Step, a final failure, ``force_compl
 ``force_fail``) closes its execution and then, maybe, the run: as COMPLETED when no Step is
 pending and a completion was recorded (or at once for ``force_complete``), as FAILED for a
 failure, canceling the Steps still pending. Committed as a unit that is eight round trips.
-Here it is one call of ``dexlite_end_step`` (migration 0007), which does the same in the
-same order after locking the run, and writes nothing when the run is not open or the attempt
-is no longer current.
+Here it is one call of ``dexlite_end_step`` (``functions/dexlite_end_step.sql``), which
+does the same in the same order after locking the run, and writes nothing when the run is
+not open or the attempt is no longer current.
 
 Only decisions with no other effect (no Attribute write, Channel operation, cancellation or
 history of their own) qualify (:func:`step_end`); every other commit is a unit as before.

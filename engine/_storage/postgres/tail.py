@@ -26,8 +26,8 @@ T = TypeVar("T")
 #: ``conn.info`` key of the running unit's tail.
 TAIL = "dexlite.tail"
 
-#: Writes the gathered rows and drops an RPC's lock rows (the count it
-#: dropped, or -1 when a Step waits on the Flow: see migration 0005), in one statement.
+#: Writes the gathered rows and drops an RPC's lock rows (the count it dropped, or -1 when a
+#: Step waits on the Flow: see ``functions/dexlite_drop_rpc_locks.sql``), in one statement.
 #: Rows keep their order: history IDs are assigned in it.
 FLUSH = """
 WITH h AS (

@@ -28,8 +28,6 @@ SQLite has no use for it.
 
 from __future__ import annotations
 
-import importlib
-
 from alembic import op
 
 revision = "0013"
@@ -37,16 +35,11 @@ down_revision = "0012"
 branch_labels = None
 depends_on = None
 
-_TAKE_AND_LOAD_0009 = importlib.import_module(
-    "engine._storage.migrations.versions.0009_rpc_take_and_load"
-)._FUNCTION
-#: 0012's rewrite of a function's text, each replaced text asserted found once.
-_replaced = importlib.import_module(
-    "engine._storage.migrations.versions.0012_primary_key_lookups"
-)._replaced
+# Frozen copies: what this revision installs, and what its downgrade puts back (0009's take).
+# The functions' current texts are engine/_storage/postgres/functions/*.sql. The columns
+# compared are in the "C" collation (see tables._by_code_point); the parameters are given it
+# explicitly, or PostgreSQL could not pick between the two implicit collations.
 
-# The columns compared are in the "C" collation (see tables._by_code_point); the parameters
-# are given it explicitly, or PostgreSQL could not pick between the two implicit collations.
 _COMMIT = """
 CREATE OR REPLACE FUNCTION dexlite_commit_rpc_writes(
     flow text, holder text, run varchar, taken integer, now_at bigint,
@@ -109,24 +102,22 @@ BEGIN
 END $$
 """
 
-#: 0009's take and load with 0010's take (and 0005's Flow lock) written in, and the run's row
-#: as the row that says the locks were taken: what replaces what.
-_TAKE_IN_PLACE = (
-    (
-        """DECLARE
-    target varchar;
-""",
-        """DECLARE
+_TAKE_AND_LOAD = """
+CREATE OR REPLACE FUNCTION dexlite_take_rpc_locks_and_load(
+    flow text, keys text[], holder text, holder_kind text, process text, run text,
+    all_names boolean, names text[], maps text[], pair_names text[], pair_instances text[]
+) RETURNS TABLE (
+    kind text, run_id varchar, flow_id varchar, flow_type varchar, status varchar,
+    input text, request_id varchar, started_at bigint, closed_at bigint, timeout_at bigint,
+    error_type varchar, error_message text, name varchar, instance varchar, value text,
+    blob boolean
+) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
     target varchar;
     taken integer;
-""",
-    ),
-    (
-        """    IF NOT dexlite_take_rpc_locks(flow, keys, holder, holder_kind, process) THEN
-        RETURN;
-    END IF;
-""",
-        """    PERFORM pg_advisory_xact_lock(hashtextextended(flow, 7));
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(flow, 7));
     -- As 0010's dexlite_take_rpc_locks: no WAL flush of its own (the commit's fence fails an
     -- RPC whose rows a crash lost), and a key taken already refuses them all.
     PERFORM set_config('synchronous_commit', 'off', true);
@@ -139,31 +130,112 @@ _TAKE_IN_PLACE = (
         WHERE flow_id = flow COLLATE "C" AND owner = holder COLLATE "C";
         RETURN;
     END IF;
-""",
-    ),
-    (
-        "    RETURN QUERY SELECT 't'::text, NULL::varchar, NULL::varchar, NULL::varchar, "
-        """NULL::varchar,
+    IF run IS NULL THEN
+        SELECT f.latest_run_id INTO target FROM flows AS f WHERE f.flow_id = flow COLLATE "C";
+    ELSE
+        SELECT r.run_id INTO target FROM runs AS r
+        WHERE r.run_id = run COLLATE "C" AND r.flow_id = flow COLLATE "C";
+    END IF;
+    RETURN QUERY SELECT CASE WHEN r.run_id IS NULL THEN 't' ELSE 'r' END::text,
+        r.run_id::varchar, r.flow_id::varchar, r.flow_type::varchar,
+        r.status::varchar, r.input::text, r.request_id::varchar, r.started_at::bigint,
+        r.closed_at::bigint, r.timeout_at::bigint, r.error_type::varchar,
+        r.error_message::text, NULL::varchar, NULL::varchar, NULL::text, NULL::boolean
+    FROM (SELECT 1) AS taken_row LEFT JOIN runs AS r ON r.run_id = target;
+    IF target IS NULL THEN
+        RETURN;
+    END IF;
+    IF all_names OR cardinality(names) > 0 THEN
+        RETURN QUERY SELECT 'a'::text, NULL::varchar, NULL::varchar, NULL::varchar,
+            NULL::varchar, NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::varchar, NULL::text, a.name::varchar, a.instance::varchar, a.value::text,
+            a.blob
+        FROM attributes AS a
+        WHERE a.run_id = target AND a.instance = ''
+            AND (all_names OR a.name = ANY (names COLLATE "C"));
+    END IF;
+    IF cardinality(maps) > 0 THEN
+        RETURN QUERY SELECT 'a'::text, NULL::varchar, NULL::varchar, NULL::varchar,
+            NULL::varchar, NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::varchar, NULL::text, a.name::varchar, a.instance::varchar, a.value::text,
+            a.blob
+        FROM attributes AS a
+        WHERE a.run_id = target AND a.instance <> '' AND a.name = ANY (maps COLLATE "C");
+    END IF;
+    IF cardinality(pair_names) > 0 THEN
+        RETURN QUERY SELECT 'a'::text, NULL::varchar, NULL::varchar, NULL::varchar,
+            NULL::varchar, NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::varchar, NULL::text, a.name::varchar, a.instance::varchar, a.value::text,
+            a.blob
+        FROM unnest(pair_names, pair_instances) AS p(n, i)
+        JOIN attributes AS a
+            ON a.run_id = target AND a.instance = p.i COLLATE "C" AND a.name = p.n COLLATE "C";
+    END IF;
+END $$
+"""
+
+_TAKE_AND_LOAD_0009 = """
+CREATE OR REPLACE FUNCTION dexlite_take_rpc_locks_and_load(
+    flow text, keys text[], holder text, holder_kind text, process text, run text,
+    all_names boolean, names text[], maps text[], pair_names text[], pair_instances text[]
+) RETURNS TABLE (
+    kind text, run_id varchar, flow_id varchar, flow_type varchar, status varchar,
+    input text, request_id varchar, started_at bigint, closed_at bigint, timeout_at bigint,
+    error_type varchar, error_message text, name varchar, instance varchar, value text,
+    blob boolean
+) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    target varchar;
+BEGIN
+    IF NOT dexlite_take_rpc_locks(flow, keys, holder, holder_kind, process) THEN
+        RETURN;
+    END IF;
+    IF run IS NULL THEN
+        SELECT f.latest_run_id INTO target FROM flows AS f WHERE f.flow_id = flow COLLATE "C";
+    ELSE
+        SELECT r.run_id INTO target FROM runs AS r
+        WHERE r.run_id = run COLLATE "C" AND r.flow_id = flow COLLATE "C";
+    END IF;
+    RETURN QUERY SELECT 't'::text, NULL::varchar, NULL::varchar, NULL::varchar, NULL::varchar,
         NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint, NULL::varchar,
         NULL::text, NULL::varchar, NULL::varchar, NULL::text, NULL::boolean;
     IF target IS NULL THEN
         RETURN;
     END IF;
-    RETURN QUERY SELECT 'r'::text, r.run_id::varchar,""",
-        """    RETURN QUERY SELECT CASE WHEN r.run_id IS NULL THEN 't' ELSE 'r' END::text,
-        r.run_id::varchar,""",
-    ),
-    (
-        """    FROM runs AS r WHERE r.run_id = target;
-""",
-        """    FROM (SELECT 1) AS taken_row LEFT JOIN runs AS r ON r.run_id = target;
-    IF target IS NULL THEN
-        RETURN;
+    RETURN QUERY SELECT 'r'::text, r.run_id::varchar, r.flow_id::varchar, r.flow_type::varchar,
+        r.status::varchar, r.input::text, r.request_id::varchar, r.started_at::bigint,
+        r.closed_at::bigint, r.timeout_at::bigint, r.error_type::varchar,
+        r.error_message::text, NULL::varchar, NULL::varchar, NULL::text, NULL::boolean
+    FROM runs AS r WHERE r.run_id = target;
+    IF all_names OR cardinality(names) > 0 THEN
+        RETURN QUERY SELECT 'a'::text, NULL::varchar, NULL::varchar, NULL::varchar,
+            NULL::varchar, NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::varchar, NULL::text, a.name::varchar, a.instance::varchar, a.value::text,
+            a.blob
+        FROM attributes AS a
+        WHERE a.run_id = target AND a.instance = ''
+            AND (all_names OR a.name = ANY (names COLLATE "C"));
     END IF;
-""",
-    ),
-)
-
+    IF cardinality(maps) > 0 THEN
+        RETURN QUERY SELECT 'a'::text, NULL::varchar, NULL::varchar, NULL::varchar,
+            NULL::varchar, NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::varchar, NULL::text, a.name::varchar, a.instance::varchar, a.value::text,
+            a.blob
+        FROM attributes AS a
+        WHERE a.run_id = target AND a.instance <> '' AND a.name = ANY (maps COLLATE "C");
+    END IF;
+    IF cardinality(pair_names) > 0 THEN
+        RETURN QUERY SELECT 'a'::text, NULL::varchar, NULL::varchar, NULL::varchar,
+            NULL::varchar, NULL::text, NULL::varchar, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::varchar, NULL::text, a.name::varchar, a.instance::varchar, a.value::text,
+            a.blob
+        FROM unnest(pair_names, pair_instances) AS p(n, i)
+        JOIN attributes AS a
+            ON a.run_id = target AND a.instance = p.i COLLATE "C" AND a.name = p.n COLLATE "C";
+    END IF;
+END $$
+"""
 
 _COMMIT_NAME = (
     "dexlite_commit_rpc_writes(text, text, varchar, integer, bigint, varchar[], varchar[], "
@@ -177,7 +249,7 @@ def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     op.execute(_COMMIT)
-    op.execute(_replaced(_TAKE_AND_LOAD_0009, _TAKE_IN_PLACE))
+    op.execute(_TAKE_AND_LOAD)
 
 
 def downgrade() -> None:
