@@ -17,7 +17,7 @@ from engine._runtime.names import parse_key, parse_values
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots, shared_keys
 from engine._specs import FlowSpec
-from engine._storage import commits, past, reads
+from engine._storage import past, reads, units
 from engine._storage.records import LoadPlan, StagedEffects
 from engine.clock import Clock, to_micros
 from engine.errors import (
@@ -169,7 +169,7 @@ class Attributes:
             if not erase:
                 await self._locks.release_now(flow_id, owner)
             raise
-        unit = commits.set_attributes(
+        unit = units.set_attributes(
             flow_id=flow_id,
             run_id=run.run_id,
             effects=StagedEffects(writes=writes),

@@ -13,7 +13,7 @@ from engine._runtime.committer import Committer
 from engine._runtime.ports import Database
 from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec
-from engine._storage import commits, reads
+from engine._storage import reads, units
 from engine._storage.records import ChannelDeletion, ChannelPublication, LoadPlan, RunInfo
 from engine._tokens import seal, unseal
 from engine.attribute import check_instance_key
@@ -109,7 +109,7 @@ class ChannelCalls:
         value = _codec.validate_client_value(declared.value_type, value, what="value")
         publication = ChannelPublication(*key, _codec.encode(value, declared.value_type))
         result = await self._committer.commit(
-            commits.publish_message(
+            units.publish_message(
                 flow_id=flow_id,
                 run_id=run.run_id,
                 publication=publication,
@@ -129,7 +129,7 @@ class ChannelCalls:
         run = await self._run(flow_id, None, "deleteChannelMessage", active=True)
         _, key = self._queue(self._registry.spec(run.flow_type), channel, instance)
         await self._committer.commit(
-            commits.delete_message(
+            units.delete_message(
                 flow_id=flow_id,
                 run_id=run.run_id,
                 deletion=ChannelDeletion(*key, message_id),

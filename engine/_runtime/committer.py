@@ -16,12 +16,12 @@ from typing import Any, Protocol
 from engine._runtime.activity import Activity
 from engine._runtime.handoff import HandedOff, HandOff, Handoffs, LockedCommit, nothing
 from engine._runtime.ports import Database, Notifier, OrderedWriter, StatementWriter
-from engine._storage.commits import StaleAttemptError, Unit
 from engine._storage.postgres.first_starts import FirstStart
 from engine._storage.postgres.rpc_writes import COMMITTED, NOT_OPEN, RPCWrites
 from engine._storage.postgres.step_ends import StepEnd
 from engine._storage.postgres.step_moves import StepMove
 from engine._storage.records import Args, AttributeWrite, CommitResult, RunInfo
+from engine._storage.units import StaleAttemptError, Unit
 from engine.telemetry import Telemetry
 
 COMMITS = "commits in flight"

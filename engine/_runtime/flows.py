@@ -12,7 +12,7 @@ from engine._ids import to_datetime
 from engine._limits import check_page_size, check_wait_seconds
 from engine._runtime.committer import Committer
 from engine._runtime.ports import Database
-from engine._storage import commits, reads
+from engine._storage import reads, units
 from engine._storage.records import RunClose
 from engine._storage.search import queries as search
 from engine.clock import Clock, to_micros
@@ -164,7 +164,7 @@ class FlowQueries:
             error_message=reason,
         )
         result = await self._committer.commit(
-            commits.stop_run(
+            units.stop_run(
                 flow_id=flow_id, run_id=run_id, close=close, now=to_micros(self._clock.now())
             )
         )

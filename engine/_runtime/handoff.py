@@ -24,7 +24,6 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from engine._storage.commits import Unit
 from engine._storage.records import (
     Args,
     AttributeWrite,
@@ -34,6 +33,7 @@ from engine._storage.records import (
     Snapshot,
     StoredValue,
 )
+from engine._storage.units import Unit
 
 
 def nothing() -> None:

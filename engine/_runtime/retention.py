@@ -9,7 +9,7 @@ import logging
 from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import BlobStore, TimerQueue
-from engine._storage import commits
+from engine._storage import units
 from engine.clock import Clock, to_micros
 
 log = logging.getLogger("dexlite.retention")
@@ -74,7 +74,7 @@ class Retention:
         total = 0
         while True:
             result = await self._committer.commit(
-                commits.purge_closed_runs(before=before, limit=PURGE_BATCH), slow=True
+                units.purge_closed_runs(before=before, limit=PURGE_BATCH), slow=True
             )
             runs, gone_flows = result.value
             total += len(runs)

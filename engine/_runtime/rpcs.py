@@ -21,7 +21,7 @@ from engine._runtime.invocation import InvocationContext
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec
-from engine._storage import commits, reads
+from engine._storage import reads, units
 from engine._storage.postgres.rpc_writes import rpc_writes
 from engine._storage.records import StagedEffects
 from engine.clock import Clock, to_micros
@@ -285,7 +285,7 @@ class RPCExecutor:
             staged = await self._effects(spec, definition, context, result, transactional)
             if staged.changes_state() or transactional:
                 now = to_micros(self._clock.now())
-                unit = commits.commit_rpc(
+                unit = units.commit_rpc(
                     flow_id=flow_id,
                     run_id=snapshot.run.run_id,
                     rpc_name=rpc_name,

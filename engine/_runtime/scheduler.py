@@ -33,8 +33,7 @@ from engine._runtime.starts import Starter
 from engine._runtime.step_io import StepIO, is_generator_handler, run_generator
 from engine._runtime.waits import wait_spec
 from engine._specs import FlowSpec, StepSpec
-from engine._storage import commits
-from engine._storage.commits import StaleAttemptError, Unit
+from engine._storage import units
 from engine._storage.postgres.step_ends import StepEnd, one_statement
 from engine._storage.postgres.step_moves import StepMove
 from engine._storage.records import (
@@ -45,6 +44,7 @@ from engine._storage.records import (
     StagedEffects,
     StepClose,
 )
+from engine._storage.units import StaleAttemptError, Unit
 from engine._streams import StreamService
 from engine.clock import Clock, to_micros
 from engine.errors import InvalidStepResultError
@@ -370,7 +370,7 @@ class Scheduler:
     async def _commit_step(self, attempt: Attempt, staged: StagedEffects) -> None:
         step = attempt.step
         now = self._now()
-        unit = commits.commit_step(
+        unit = units.commit_step(
             run_id=step.run_id, attempt=step.attempt, effects=staged, now=now, fence=step.fence
         )
         if await self._commit(attempt, unit, one_statement(step, staged, now)):
@@ -417,7 +417,7 @@ class Scheduler:
                 returned=False,
                 held_locks=tuple(sspec.plans[step.phase].lock_keys),
             )
-            unit = commits.retry_step(
+            unit = units.retry_step(
                 step=retry,
                 attempt=step.attempt,
                 error_type=error_type,

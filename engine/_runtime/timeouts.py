@@ -17,7 +17,7 @@ from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import BlobStore, TimerHandle, TimerQueue
 from engine._runtime.snapshots import Snapshots
-from engine._storage import commits
+from engine._storage import units
 from engine._storage.records import RunClose, StagedEffects
 from engine.clock import Clock, to_micros
 from engine.errors import EngineError
@@ -106,7 +106,7 @@ class Timeouts:
         try:
             staged = await self._run_handler(run_id, flow_id, flow_type)
             await self._committer.commit(
-                commits.stop_run(
+                units.stop_run(
                     flow_id=flow_id,
                     run_id=run_id,
                     close=RunClose(RunStatus.TIMED_OUT, error_message="the Flow timed out"),

@@ -20,7 +20,7 @@ from typing import Any
 from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import TimerHandle, TimerQueue
-from engine._storage import commits, durable_waits
+from engine._storage import durable_waits, units
 from engine._storage.records import StartRequest, WaitingStep
 from engine.channel import ChannelCondition, _Channel
 from engine.clock import Clock, to_micros
@@ -182,7 +182,7 @@ class ChannelWaits:
         try:
             while (watched := self._watched.get(step_id)) is not None:
                 self._again.discard(step_id)
-                unit = commits.complete_wait(
+                unit = units.complete_wait(
                     step=watched.waiting.step, now=to_micros(self._clock.now())
                 )
                 result = await self._committer.commit(unit)

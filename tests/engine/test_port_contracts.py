@@ -27,7 +27,7 @@ from engine._runtime.locks import MemoryLockTable
 from engine._runtime.ports import Database, LockTable
 from engine._runtime.postgres.lease import ProcessLease
 from engine._runtime.postgres.lock_table import SharedLockTable
-from engine._storage import commits
+from engine._storage import units
 from engine._storage.databases import DatabaseSettings, open_database
 from engine._storage.postgres.database import PostgresDatabase
 from engine._storage.records import LoadPlan, Phase, QueuedStep, StagedEffects, StartRequest
@@ -149,14 +149,14 @@ async def _run_with_steps(database: Database) -> list[str]:
         writes=(),
         start_step=steps[0],
     )
-    more = commits.commit_rpc(
+    more = units.commit_rpc(
         flow_id="f",
         run_id=run_id,
         rpc_name="r",
         effects=StagedEffects(next_steps=tuple(steps[1:])),
         now=1,
     )
-    await database.write(commits.start_run(request, 1))
+    await database.write(units.start_run(request, 1))
     await database.write(more)
     return [s.id for s in steps]
 

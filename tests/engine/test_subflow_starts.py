@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Connection, select
 
 from engine._ids import new_id
-from engine._storage import commits, start_units
+from engine._storage import start_units, units
 from engine._storage import tables as t
 from engine._storage.database_settings import DatabaseSettings
 from engine._storage.journal import journaled
@@ -91,7 +91,7 @@ async def child_runs(db: SQLiteDatabase) -> list[tuple[str, str]]:
 
 async def test_a_matching_request_id_attaches_even_under_always_restart(db: SQLiteDatabase) -> None:
     parent = request("parent", "Parent", None)
-    await db.write(commits.start_run(parent, 1))
+    await db.write(units.start_run(parent, 1))
     first, action = await start_child(db, parent.run_id, "r-1", SubFlowReusePolicy.ALWAYS_RESTART)
     assert action == start_units.STARTED
     # The same start again: attaches to the running child, which keeps its one run.
@@ -100,7 +100,7 @@ async def test_a_matching_request_id_attaches_even_under_always_restart(db: SQLi
     assert await child_runs(db) == [(first, "RUNNING")]
     # Once the child closed, the same start returns its terminal result: still no new run.
     await db.write(
-        commits.stop_run(flow_id=CHILD, run_id=first, close=RunClose(RunStatus.FAILED), now=2)
+        units.stop_run(flow_id=CHILD, run_id=first, close=RunClose(RunStatus.FAILED), now=2)
     )
     again, action = await start_child(db, parent.run_id, "r-1", SubFlowReusePolicy.ALWAYS_RESTART)
     assert (again, action) == (first, start_units.ATTACHED)

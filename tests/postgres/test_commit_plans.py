@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from engine._outcomes import OutcomeKind
-from engine._storage import commits
+from engine._storage import units
 from engine._storage.postgres.step_ends import step_end
 from engine._storage.postgres.step_moves import step_move
 from engine._storage.records import Phase, QueuedStep, StagedEffects, StepClose
@@ -63,7 +63,7 @@ async def test_a_step_move_a_step_end_and_a_kept_rpc_commit_use_primary_keys(
 ) -> None:
     request, (first,) = start_request("plans", steps=1)
     async with pg_engine.connect() as conn:
-        await run_unit(conn, commits.start_run(request, NOW))
+        await run_unit(conn, units.start_run(request, NOW))
         plans = await explaining(conn)
 
         # A relayed RPC's commit: no lock rows taken, so none must be held; the run is open.

@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from engine import FlowAlreadyStartedError, IdReusePolicy
 from engine._ids import new_id
 from engine._outcomes import OutcomeKind
-from engine._storage import commits
 from engine._storage import tables as t
+from engine._storage import units
 from engine._storage.postgres import asyncpg_calls as pg_direct
 from engine._storage.postgres.first_starts import first_start
 from engine._storage.postgres.step_ends import StepEnd, step_end
@@ -61,7 +61,7 @@ def start_request(flow_id: str, *, steps: int = 0) -> tuple[StartRequest, list[Q
 
 def queue_step(request: StartRequest, step: QueuedStep) -> Any:
     """The unit of an RPC on ``request``'s run that queues ``step``."""
-    return commits.commit_rpc(
+    return units.commit_rpc(
         flow_id=request.flow_id,
         run_id=request.run_id,
         rpc_name="add",
@@ -107,8 +107,8 @@ async def test_two_starts_of_a_new_flow_id_at_once_give_one_run_and_flow_already
     async with pg_engine.connect() as a, pg_engine.connect() as b:
         pid = await backend_pid(b)
         transaction = await a.begin()
-        await a.run_sync(commits.start_run(first, NOW))  # holds the new Flow ID's row
-        racing = asyncio.ensure_future(run_unit(b, commits.start_run(second, NOW)))
+        await a.run_sync(units.start_run(first, NOW))  # holds the new Flow ID's row
+        racing = asyncio.ensure_future(run_unit(b, units.start_run(second, NOW)))
         await blocked_on_a_lock(pg_engine, pid)
         await transaction.commit()
         with pytest.raises(FlowAlreadyStartedError) as refused:
@@ -124,14 +124,14 @@ async def test_two_starts_of_a_new_flow_id_at_once_give_one_run_and_flow_already
 async def test_the_last_two_steps_closing_at_once_close_the_run(pg_engine: AsyncEngine) -> None:
     request, (one, two) = start_request("pair", steps=2)
     async with pg_engine.connect() as conn:
-        await run_unit(conn, commits.start_run(request, NOW))
+        await run_unit(conn, units.start_run(request, NOW))
         await run_unit(conn, queue_step(request, two))
 
     def close(step: QueuedStep) -> Any:
         decision = StepClose(
             step.id, step.step_type, 1, OutcomeKind.GRACEFUL_COMPLETE, output=f'"{step.id}"'
         )
-        return commits.commit_step(
+        return units.commit_step(
             run_id=step.run_id, attempt=1, effects=StagedEffects(decision=decision), now=NOW
         )
 
@@ -224,7 +224,7 @@ async def test_a_first_start_as_one_statement_writes_what_the_unit_writes(
 ) -> None:
     as_unit, as_statement = new_start("by-unit"), new_start("by-statement")
     async with pg_engine.connect() as conn:
-        await run_unit(conn, commits.start_run(as_unit, NOW))
+        await run_unit(conn, units.start_run(as_unit, NOW))
         assert await run_statement(conn, first_start_of(as_statement)) is True
     assert as_statement.start_step is not None
     assert as_statement.start_step.id == f"{as_statement.run_id}:S0-1"
@@ -277,7 +277,7 @@ async def test_the_last_two_steps_ending_at_once_in_one_call_each_close_the_run(
 ) -> None:
     request, (one, two) = start_request("pair", steps=2)
     async with pg_engine.connect() as conn:
-        await run_unit(conn, commits.start_run(request, NOW))
+        await run_unit(conn, units.start_run(request, NOW))
         await run_unit(conn, queue_step(request, two))
     first, second = end_of(one), end_of(two)
     async with pg_engine.connect() as a, pg_engine.connect() as b:
@@ -302,7 +302,7 @@ async def test_a_last_step_ending_while_a_commit_queues_a_step_leaves_the_run_op
     # Step committed. The function reads after taking the run's lock.
     request, (one, two) = start_request("late-step", steps=2)
     async with pg_engine.connect() as conn:
-        await run_unit(conn, commits.start_run(request, NOW))
+        await run_unit(conn, units.start_run(request, NOW))
     ending = end_of(one)
     rpc = queue_step(request, two)
     async with pg_engine.connect() as a, pg_engine.connect() as b:
@@ -325,7 +325,7 @@ async def test_a_failing_last_step_in_one_call_fails_the_run_and_cancels_the_res
 ) -> None:
     request, (one, two) = start_request("failing", steps=2)
     async with pg_engine.connect() as conn:
-        await run_unit(conn, commits.start_run(request, NOW))
+        await run_unit(conn, units.start_run(request, NOW))
         await run_unit(conn, queue_step(request, two))
         ending = end_of(one, OutcomeKind.FORCE_FAIL)
         assert await run_statement(conn, statement_unit(ending)) is True

@@ -11,8 +11,8 @@ from sqlalchemy import Connection, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine._runtime.postgres.lock_rows import lock_flow
-from engine._storage import commits
 from engine._storage import tables as t
+from engine._storage import units
 from engine._storage.postgres import asyncpg_calls as pg_direct
 from engine._storage.postgres.rpc_loads import SQL, Loaded, loaded, take_and_load
 from engine._storage.records import AttributeWrite, LoadPlan, StagedEffects, StoredValue
@@ -28,7 +28,7 @@ from tests.postgres.test_commit_units import (
 
 def writes_unit(flow_id: str, run_id: str, *writes: AttributeWrite) -> Any:
     """The unit of an RPC that writes ``writes``."""
-    return commits.commit_rpc(
+    return units.commit_rpc(
         flow_id=flow_id,
         run_id=run_id,
         rpc_name="set",
@@ -63,7 +63,7 @@ async def test_it_reads_the_names_maps_and_instances_its_plan_names_once_it_hold
 ) -> None:
     request, _ = start_request("loads")
     async with pg_engine.connect() as conn:
-        await run_unit(conn, commits.start_run(request, NOW))
+        await run_unit(conn, units.start_run(request, NOW))
         await run_unit(
             conn,
             writes_unit(
@@ -111,7 +111,7 @@ async def test_a_take_that_waited_for_a_commit_of_the_flow_reads_that_commit(
     # read as of its start, before the commit: the function reads after taking the keys.
     request, _ = start_request("race")
     async with pg_engine.connect() as conn:
-        await run_unit(conn, commits.start_run(request, NOW))
+        await run_unit(conn, units.start_run(request, NOW))
         await run_unit(conn, writes_unit("race", request.run_id, AttributeWrite("count", "", "1")))
     async with pg_engine.connect() as a, pg_engine.connect() as b:
         pid = await backend_pid(b)

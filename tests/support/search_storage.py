@@ -11,8 +11,8 @@ from sqlalchemy import Connection, delete, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine import IdReusePolicy, IndexType
-from engine._storage import commits
 from engine._storage import tables as t
+from engine._storage import units
 from engine._storage.indexes import index_write
 from engine._storage.prepared import Prepared
 from engine._storage.records import (
@@ -98,7 +98,7 @@ async def start(
         writes=writes(values, key_types),
         start_step=None,
     )
-    await run_unit(db, commits.start_run(request, at))
+    await run_unit(db, units.start_run(request, at))
 
 
 async def set_values(
@@ -111,7 +111,7 @@ async def set_values(
     key_types: Mapping[str, IndexType] = KEY_TYPES,
 ) -> None:
     """Write indexed Attributes of an open run, as a client's SetAttributes does."""
-    unit = commits.set_attributes(
+    unit = units.set_attributes(
         flow_id=flow_id,
         run_id=run_id,
         effects=StagedEffects(writes=writes(values, key_types)),
@@ -124,7 +124,7 @@ async def set_values(
 async def close(db: AsyncEngine, flow_id: str, run_id: str, at: int, status: str) -> None:
     """Stop a run at ``at`` with ``status`` (CANCELED, TERMINATED or FAILED)."""
     close = RunClose(RunStatus(status))
-    await run_unit(db, commits.stop_run(flow_id=flow_id, run_id=run_id, close=close, now=at))
+    await run_unit(db, units.stop_run(flow_id=flow_id, run_id=run_id, close=close, now=at))
 
 
 async def link_parent(

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._enums import HistoryEventType
-from engine._storage.commits import rpc_committed_details
 from engine._storage.records import Args, AttributeWrite, CommitResult, RunChange, StagedEffects
 from engine._storage.rows import last_writes
+from engine._storage.units import rpc_committed_details
 from engine.errors import FlowNotActiveOrNotFoundError
 
 #: The commit, its arguments as ``RPCWrites._args`` gives them and whether it keeps the lock
@@ -78,7 +78,7 @@ class RPCWrites:
     result: CommitResult
 
     def not_open(self) -> FlowNotActiveOrNotFoundError:
-        """The error of a run that was not open, as ``commits.commit_rpc`` raises it."""
+        """The error of a run that was not open, as ``units.commit_rpc`` raises it."""
         return FlowNotActiveOrNotFoundError(
             f"Flow {self.flow_id} is not active; RPC {self.rpc_name} has durable effects and "
             "needs an active run",
