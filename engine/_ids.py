@@ -75,6 +75,24 @@ def state_key(name: str, instance: str) -> str:
 _NOT_IN_ID = re.compile(r"[\x00-\x1f/]")
 
 
+def step_id_prefix(run_id: str, step_type: str) -> str:
+    """Return what every execution ID of ``step_type`` in run ``run_id`` starts with: the
+    internal Step ID is ``<run ID>:<StepType>-<n>``, n counting that type's executions in the
+    run from 1 (a one-statement commit appends the n it counts to this prefix)."""
+    return f"{run_id}:{step_type}-"
+
+
+def step_id(run_id: str, step_type: str, n: int) -> str:
+    """Return the internal ID of the ``n``-th execution of ``step_type`` in run ``run_id``."""
+    return f"{step_id_prefix(run_id, step_type)}{n}"
+
+
+def execution_id(step_id: str) -> str:
+    """Return the Step execution ID callers see (``<StepType>-<n>``) of an internal Step ID."""
+    _, sep, tail = step_id.partition(":")
+    return tail if sep else step_id
+
+
 def check_id(value: Any, what: str) -> str:
     """Return ``value`` if it is a usable Flow, run or request ID."""
     if not isinstance(value, str) or not value or value.isspace():

@@ -179,7 +179,7 @@ class Attributes:
         if erase:
             await self._committer.commit(unit)
         else:
-            await self._locks.commit_releasing(flow_id, owner, self._committer.locked(unit))
+            await self._committer.locked(flow_id, owner, unit)
         return flow_id, run.run_id
 
 

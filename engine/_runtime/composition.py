@@ -21,7 +21,9 @@ from engine._runtime.locks import MemoryLockTable
 from engine._runtime.matches import AttributeMatches
 from engine._runtime.notifier import LocalNotifier
 from engine._runtime.ports import BlobStore, Database, LockTable, StepQueue, TimerQueue
+from engine._runtime.postgres.commits import PostgresCommitter
 from engine._runtime.postgres.lease import new_process_id
+from engine._runtime.postgres.lock_table import SharedLockTable
 from engine._runtime.postgres.parts import SharedParts, shared_parts
 from engine._runtime.recovery import recover
 from engine._runtime.retention import Retention
@@ -29,6 +31,7 @@ from engine._runtime.rpcs import RPCExecutor
 from engine._runtime.scheduler import Scheduler
 from engine._runtime.schedules import Schedules
 from engine._runtime.snapshots import Snapshots
+from engine._runtime.sqlite.commits import SQLiteCommitter
 from engine._runtime.starts import Starter
 from engine._runtime.step_queue import MemoryStepQueue
 from engine._runtime.time_travel import TimeTravel
@@ -170,17 +173,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         locks = MemoryLockTable()
         queue = MemoryStepQueue(timers, clock)
         notifier = LocalNotifier()
-    # SQLite's one writer commits units in the order they are handed over.
-    writer = opened if isinstance(opened, SQLiteDatabase) else None
-    committer = Committer(
-        database,
-        notifier,
-        activity,
-        config.telemetry,
-        writer=writer,
-        statements=opened if isinstance(opened, PostgresDatabase) else None,
-        early_release=config.early_lock_release,
-    )
+    committer = _committer(opened, notifier, activity, locks, config)
     # Only the database's one writer sees every commit: on PostgreSQL others commit too.
     snapshots = Snapshots(
         database,
@@ -308,6 +301,26 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         retention=retention,
         followers=followers,
         shared=shared,
+    )
+
+
+def _committer(
+    opened: SQLiteDatabase | PostgresDatabase,
+    notifier: LocalNotifier,
+    activity: Activity,
+    locks: LockTable,
+    config: EngineConfig,
+) -> Committer:
+    """Return the backend's Committer: through SQLite's one ordered writer, or PostgreSQL's
+    one-statement commits and relays."""
+    if isinstance(opened, PostgresDatabase):
+        assert isinstance(locks, SharedLockTable)
+        return PostgresCommitter(
+            opened, notifier, activity, locks, config.telemetry, relays=config.early_lock_release
+        )
+    assert isinstance(locks, MemoryLockTable)
+    return SQLiteCommitter(
+        opened, notifier, activity, locks, config.telemetry, handoffs=config.early_lock_release
     )
 
 

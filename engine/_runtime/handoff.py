@@ -1,103 +1,35 @@
-"""Early lock release: an RPC lets go of its locks once its commit unit is with the writer.
+"""Handoffs: an RPC hands its keys on before its commit has ended.
 
-One Flow's RPCs serialize through their locks, so the time a lock is held decides how many
-a Flow takes per second; waiting for the commit's fsync was most of it. On SQLite the single
-writer applies units in the order they were handed to it, so an RPC whose effects are only
-Attribute writes releases its locks as soon as its unit is queued (its caller is still
-answered only once the unit committed). The next holder of those locks reads the Flow's
-committed state with the writes of every unit still on its way laid over it (the handed-off
-state), and its own unit, queued behind them, commits only if each of them did: a unit that
-fails fails every unit that read what it wrote. GetAttributes and every other client read
-see committed state only.
-
-PostgreSQL commits units on several connections in parallel, in no fixed order, so there the
-lock rows stay on the keys until the commit; one process's RPCs that follow each other on the
-same keys pass them on in process while their commits go out in order, in batches
-(``multiprocess/relay``), and an invocation that read such units waits for them to end before
-its own unit commits.
+One Flow's RPCs serialize through their locks, so the time a lock is held decides how many a
+Flow takes per second, and waiting for the commit's fsync was most of it. Where commits of one
+Flow's keys can be put in order before they end, an RPC whose effects are Attribute writes
+alone hands its keys on as soon as its unit is in that order (its caller is still answered
+only once the unit committed): on SQLite, queued for the one writer (``sqlite/commits.py``);
+on PostgreSQL, queued in its process's relay on the keys (``postgres/relay.py``). The next
+holder reads the committed state with the writes of every unit still on its way laid over it
+(the handed-off state, :func:`overlay`), and its own unit commits only after each of them and
+only if each of them did: a unit that fails fails every unit that read what it wrote.
+GetAttributes and every other client read see committed state only.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection, Iterable
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import replace
+from typing import Any
 
 from engine._storage.records import (
-    Args,
     AttributeWrite,
-    CommitResult,
     LoadPlan,
     RunInfo,
     Snapshot,
     StoredValue,
 )
-from engine._storage.units import Unit
 
 
 def nothing() -> None:
     """Do nothing (the default of a callback no one asked for)."""
-
-
-@dataclass(frozen=True)
-class HandOff:
-    """What a unit that may be handed off wrote, and the run its caller read (see
-    ``handoff``): its writes are Attribute writes alone."""
-
-    flow_id: str
-    run_id: str
-    writes: tuple[AttributeWrite, ...]
-    run: RunInfo | None = None
-
-
-@dataclass(frozen=True)
-class LockedCommit:
-    """A unit to commit under the Attribute locks its caller holds, as a LockTable's
-    ``commit_releasing`` takes it."""
-
-    unit: Unit
-    #: Applies the unit in one transaction and publishes its result.
-    commit: Callable[[Unit], Awaitable[CommitResult]]
-    #: Queues the unit at once for a writer that commits in order, and returns its commit:
-    #: the keys may then be released before it commits (early release). None when the unit
-    #: must commit before its keys are free.
-    queue: Callable[[Unit], Awaitable[CommitResult]] | None = None
-    #: Told as soon as the keys are free (once, however the commit ends).
-    on_released: Callable[[], None] = nothing
-    #: The unit as one statement that also drops the RPC's lock rows, where the database
-    #: runs it so (see ``rpc_writes``): given the owner and how many rows it took, it
-    #: answers what happened and the unit's result.
-    statement: Callable[[str, int], Awaitable[tuple[str, CommitResult]]] | None = None
-    #: The unit as a commit that keeps the RPC's lock rows for the next RPC of this process
-    #: (see ``multiprocess/relay``); None when it may not be handed off so.
-    relay: RelayedUnit | None = None
-
-
-class RelayedUnit(Protocol):
-    """A unit whose locks pass on before it commits, on a database without one writer."""
-
-    #: What readers lay over committed state until the unit ended.
-    handed: HandedOff
-
-    @property
-    def result(self) -> CommitResult:
-        """What the unit changes, once committed."""
-
-    def not_open(self) -> BaseException:
-        """The error of the unit's run no longer open."""
-
-    def queued(self) -> None:
-        """Note the unit as handed off: readers now see its writes."""
-
-    def kept(self, owner: str, taken: int) -> tuple[str, Args]:
-        """The unit as one statement that keeps ``owner``'s ``taken`` lock rows."""
-
-    def committed(self) -> None:
-        """The unit's statement committed: publish its result; the unit has ended."""
-
-    def ended(self, error: BaseException | None) -> None:
-        """The unit ended (committed elsewhere when ``error`` is None)."""
 
 
 class HandedOff:
@@ -124,11 +56,16 @@ class HandedOff:
         #: Done once the unit ended, where no single writer orders the commits (a relay's).
         self.ended: asyncio.Future[None] | None = None
 
-    def __call__(self, conn: Any) -> Any:
-        for earlier in self.after:
+    @staticmethod
+    def check(after: Iterable[HandedOff]) -> None:
+        """Raise the error of the first of ``after`` that did not commit: what a unit that
+        read them read was never committed, so it must not commit either."""
+        for earlier in after:
             if earlier.error is not None:
-                # What this unit read was never committed: it must not commit either.
                 raise earlier.error
+
+    def __call__(self, conn: Any) -> Any:
+        self.check(self.after)
         try:
             return self.unit(conn)
         except BaseException as exc:

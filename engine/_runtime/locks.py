@@ -15,8 +15,7 @@ import asyncio
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine._runtime.handoff import LockedCommit
-from engine._storage.records import CommitResult, LoadPlan
+from engine._storage.records import LoadPlan
 from engine.errors import RPCLockConflictError
 
 STEP = "a Step"
@@ -139,23 +138,6 @@ class MemoryLockTable:
     async def release_now(self, flow_id: str, owner: str) -> None:
         """Release an RPC invocation's keys (at once: they live in memory)."""
         self.release(flow_id, owner)
-
-    async def commit_releasing(
-        self, flow_id: str, owner: str, commit: LockedCommit
-    ) -> CommitResult:
-        """Commit ``commit.unit`` and release ``owner``'s keys: as soon as the unit is queued
-        when the writer commits in order (the next holder reads the handed-off writes), else
-        once it committed; whatever the commit's outcome."""
-        if commit.queue is not None:
-            committed = commit.queue(commit.unit)
-            self.release(flow_id, owner)
-            commit.on_released()
-            return await committed
-        try:
-            return await commit.commit(commit.unit)
-        finally:
-            self.release(flow_id, owner)
-            commit.on_released()
 
     def _grant(self, flow_id: str, locks: _FlowLocks) -> None:
         waiters = [w for w in locks.waiters if not w.future.done()]

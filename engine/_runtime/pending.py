@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from engine._ids import moment, state_key
+from engine._ids import execution_id, moment, state_key
 from engine._runtime.ports import Database
 from engine._storage import durable_waits, reads
-from engine._storage.records import Phase, execution_id
+from engine._storage.records import Phase
 from engine.errors import FlowNotFoundError
 from engine.results import PendingStep, PendingSteps
 

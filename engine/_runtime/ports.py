@@ -16,7 +16,6 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from engine._runtime.handoff import LockedCommit
 from engine._storage.postgres.rpc_loads import Loaded
 from engine._storage.prepared import Prepared
 from engine._storage.records import CommitResult, LoadPlan, QueuedStep
@@ -182,15 +181,6 @@ class LockTable(Protocol):
 
     async def release_now(self, flow_id: str, owner: str) -> None:
         """Release an RPC invocation's keys, done before the RPC answers its caller."""
-
-    async def commit_releasing(
-        self, flow_id: str, owner: str, commit: LockedCommit
-    ) -> CommitResult:
-        """Commit an RPC invocation's unit (or a client write's) and release the keys
-        ``owner`` holds, if any, no later than the commit: in the unit's transaction where
-        the keys are rows of the database; as soon as the unit is queued where a writer
-        commits in order (``commit.queue``); right after it otherwise. The keys are released,
-        and ``commit.on_released`` told, however the commit ends."""
 
 
 class StepQueue(Protocol):

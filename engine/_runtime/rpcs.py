@@ -14,15 +14,14 @@ from engine._ids import check_id, new_owner_token
 from engine._loads import RPCPlan, rpc_plan_with
 from engine._rpc_definition import RPCDefinition, rpc_definition_of
 from engine._runtime import effects, failures
-from engine._runtime.committer import Committer
+from engine._runtime.committer import Committer, RPCCommit
 from engine._runtime.handler_threads import HandlerThreads
-from engine._runtime.handoff import HandOff, handed_off_snapshot, overlay
+from engine._runtime.handoff import handed_off_snapshot, nothing, overlay
 from engine._runtime.invocation import InvocationContext
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec
-from engine._storage import reads, units
-from engine._storage.postgres.rpc_writes import rpc_writes
+from engine._storage import reads
 from engine._storage.records import StagedEffects
 from engine.clock import Clock, to_micros
 from engine.errors import (
@@ -235,18 +234,11 @@ class RPCExecutor:
                 raise _WrongGuess() from None
             raise
         owner = new_owner_token()
-        # A shared lock table may read the snapshot with the locks, in one round trip.
+        # A lock table on PostgreSQL may read the snapshot with the locks, in one round trip.
         loaded = await self._locks.acquire_for_rpc(
             flow_id, plan.lock_keys, owner, (run_id, plan.loads)
         )
-        released = False
-
-        def on_released() -> None:
-            nonlocal released
-            released = True
-            if on_locks_released is not None:
-                on_locks_released()
-
+        committing = False
         try:
             # Taken before the read: a unit that ends meanwhile is in what the read sees.
             # Only an RPC that commits after the earlier holders (a transactional one) reads
@@ -284,47 +276,30 @@ class RPCExecutor:
             result = await self._run_handler(spec, definition, context, value)
             staged = await self._effects(spec, definition, context, result, transactional)
             if staged.changes_state() or transactional:
-                now = to_micros(self._clock.now())
-                unit = units.commit_rpc(
-                    flow_id=flow_id,
-                    run_id=snapshot.run.run_id,
-                    rpc_name=rpc_name,
-                    effects=staged,
-                    now=now,
-                )
-                # Writes alone under locks may be read by the next holder of the keys before
-                # they commit.
-                hand_off = (
-                    HandOff(flow_id, snapshot.run.run_id, staged.writes, snapshot.run)
-                    if plan.lock_keys and _writes_only(staged)
-                    else None
-                )
-                one = None
-                if plan.lock_keys:
-                    one = rpc_writes(
+                committing = True  # the Committer releases the keys, however it ends
+                await self._committer.rpc(
+                    RPCCommit(
                         flow_id=flow_id,
                         flow_type=flow_type,
-                        run_id=snapshot.run.run_id,
+                        run=snapshot.run,
                         rpc_name=rpc_name,
                         effects=staged,
-                        now=now,
+                        now=to_micros(self._clock.now()),
+                        owner=owner,
+                        locked=bool(plan.lock_keys),
+                        after=after,
+                        on_released=on_locks_released or nothing,
+                        # A caller that hears of the release lines up the next invocation,
+                        # which may then get the keys before this commit ended (a handoff).
+                        followed=on_locks_released is not None,
                     )
-                locked = self._committer.locked(
-                    unit,
-                    after=after,
-                    hand_off=hand_off,
-                    on_released=on_released,
-                    one_statement=one,
-                    # A caller that hears of the release lines up the next invocation, which
-                    # may then get the keys from this one's commit in flight (PostgreSQL).
-                    relay=on_locks_released is not None,
                 )
-                await self._locks.commit_releasing(flow_id, owner, locked)
             return staged.output
         finally:
-            if not released:
+            if not committing:
                 await self._locks.release_now(flow_id, owner)
-                on_released()
+                if on_locks_released is not None:
+                    on_locks_released()
 
     @staticmethod
     def _plan(
@@ -417,15 +392,3 @@ class RPCExecutor:
                 flow_id=context.flow_id,
                 operation="invokeRpc",
             ) from exc
-
-
-def _writes_only(staged: StagedEffects) -> bool:
-    """True when an RPC's effects are Attribute writes alone, which a later holder of its
-    locks can read before they commit (see ``handoff``)."""
-    return bool(staged.writes) and not (
-        staged.channel_deletions
-        or staged.channel_publications
-        or staged.cancel_step_types
-        or staged.next_steps
-        or staged.decision is not None
-    )

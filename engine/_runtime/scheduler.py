@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Awaitable
 from dataclasses import replace
 from typing import Any
 
@@ -34,9 +35,8 @@ from engine._runtime.step_io import StepIO, is_generator_handler, run_generator
 from engine._runtime.waits import wait_spec
 from engine._specs import FlowSpec, StepSpec
 from engine._storage import units
-from engine._storage.postgres.step_ends import StepEnd, one_statement
-from engine._storage.postgres.step_moves import StepMove
 from engine._storage.records import (
+    CommitResult,
     EnterExecute,
     EnterWait,
     Phase,
@@ -44,7 +44,7 @@ from engine._storage.records import (
     StagedEffects,
     StepClose,
 )
-from engine._storage.units import StaleAttemptError, Unit
+from engine._storage.units import StaleAttemptError
 from engine._streams import StreamService
 from engine.clock import Clock, to_micros
 from engine.errors import InvalidStepResultError
@@ -369,24 +369,21 @@ class Scheduler:
 
     async def _commit_step(self, attempt: Attempt, staged: StagedEffects) -> None:
         step = attempt.step
-        now = self._now()
-        unit = units.commit_step(
-            run_id=step.run_id, attempt=step.attempt, effects=staged, now=now, fence=step.fence
+        committed = await self._commit(
+            attempt, self._committer.step(step, staged, self._now(), attempt.after)
         )
-        if await self._commit(attempt, unit, one_statement(step, staged, now)):
+        if committed:
             decision = staged.decision
             if isinstance(decision, StepClose):
                 self._report(step, decision.kind.value.lower())
             else:
                 self._report(step, "waiting" if isinstance(decision, EnterWait) else "waited")
 
-    async def _commit(
-        self, attempt: Attempt, unit: Unit, move: StepMove | StepEnd | None = None
-    ) -> bool:
-        """Commit a unit of this attempt (or ``move``, the same as one statement) and return
-        True; a canceled or superseded attempt is dropped (False)."""
+    async def _commit(self, attempt: Attempt, commit: Awaitable[CommitResult]) -> bool:
+        """Await a commit of this attempt and return True; a canceled or superseded attempt
+        is dropped (False)."""
         try:
-            await self._committer.commit(unit, attempt.after, move=move)
+            await commit
         except StaleAttemptError:
             self._stop(attempt)
             self._report(attempt.step, "superseded")
@@ -425,7 +422,7 @@ class Scheduler:
                 now=self._now(),
                 traceback=trace,
             )
-            if await self._commit(attempt, unit):
+            if await self._commit(attempt, self._committer.commit(unit, after=attempt.after)):
                 self._report(step, "retried")
             return
         failure = sspec.options.failure_step

@@ -19,8 +19,7 @@ from engine._runtime.committer import Committer
 from engine._runtime.names import parse_values
 from engine._runtime.ports import BlobStore, Database
 from engine._specs import FlowSpec
-from engine._storage import reads, units
-from engine._storage.postgres.first_starts import first_start
+from engine._storage import reads
 from engine._storage.records import QueuedStep, StartOutcome, StartRequest, SubFlowStart
 from engine.clock import Clock, to_micros
 from engine.errors import FlowTypeNotFoundError, InvalidArgumentError, InvalidStepResultError
@@ -65,9 +64,7 @@ class Starter:
         spec = self._registry.spec_of(flow)
         request = await self.prepare(spec, flow_id, input, options or StartFlowOptions())
         now = to_micros(self._clock.now())
-        result = await self._committer.start(
-            units.start_run(request, now), first_start(request, now)
-        )
+        result = await self._committer.start(request, now)
         outcome: StartOutcome = result.value
         return StartFlowResult(flow_id, outcome.run_id, outcome.started)
 

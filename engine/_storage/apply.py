@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from engine._enums import HistoryEventType, RunStatus
-from engine._ids import new_ordered_id, state_key, to_rfc3339
+from engine._ids import execution_id, new_ordered_id, state_key, to_rfc3339
 from engine._outcomes import OutcomeKind
 from engine._storage import channel_messages, durable_waits, rows, start_units, subflows
 from engine._storage.records import (
@@ -30,7 +30,6 @@ from engine._storage.records import (
     StepClose,
     StepState,
     WaitingStep,
-    execution_id,
 )
 from engine._storage.rows import LockedRun
 from engine.errors import ChannelMessageNotFoundError
@@ -62,7 +61,6 @@ def apply_effects(
             conn, run.run_id, now, step_types=effects.cancel_step_types, keep=keep
         )
     rows.insert_steps(conn, effects.next_steps, now)
-    rows.add_history(conn, run.run_id, effects.history, now)
     ended = list(canceled)
     queued = list(effects.next_steps)
     waiting: list[WaitingStep] = []

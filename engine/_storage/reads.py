@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 
 from engine._enums import RunStatus
+from engine._ids import execution_id
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
 from engine._storage.records import (
@@ -36,7 +37,6 @@ from engine._storage.records import (
     StepState,
     StoredMessage,
     StoredValue,
-    execution_id,
 )
 from engine._storage.statements import filter_only
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine._enums import IdReusePolicy, IndexType, RunStatus, SubFlowReusePolicy
+from engine._ids import execution_id
 from engine._outcomes import OutcomeKind
 
 
@@ -233,12 +234,6 @@ class QueuedStep:
         return execution_id(self.id)
 
 
-def execution_id(step_id: str) -> str:
-    """Return the Step execution ID (``<StepType>-<n>``) of an internal Step ID."""
-    _, sep, tail = step_id.partition(":")
-    return tail if sep else step_id
-
-
 @dataclass(slots=True)
 class StepClose:
     """A Step attempt's decision (or final failure): it closes the execution."""
@@ -321,8 +316,9 @@ class StagedEffects:
 
     :func:`engine._storage.apply.apply_effects` applies them in the seed's order: Attribute
     writes, best-effort Channel deletions, Channel publications, cancellations, next Steps,
-    then the decision. ``output`` is an RPC's validated output, returned once committed;
-    ``history`` holds events the handler recorded besides the commit's own.
+    then the decision. ``output`` is an RPC's validated output, returned once committed.
+    Which kinds of effects a commit has is asked here and nowhere else (:meth:`changes_state`,
+    :meth:`writes_only`, :meth:`decision_only`).
     """
 
     writes: tuple[AttributeWrite, ...] = ()
@@ -332,7 +328,6 @@ class StagedEffects:
     next_steps: tuple[QueuedStep, ...] = ()
     decision: Decision = None
     output: Any = None
-    history: tuple[tuple[str, dict[str, Any]], ...] = ()
     #: A transactional RPC's deletions must all find their message pending, else nothing
     #: commits (ChannelMessageNotFoundError); elsewhere a missing message is a no-op.
     strict_deletions: bool = False
@@ -347,6 +342,26 @@ class StagedEffects:
             or self.next_steps
             or self.decision is not None
         )
+
+    def writes_only(self) -> bool:
+        """Return True when the effects are Attribute writes and nothing else (no Channel
+        work, cancellation, next Step or decision)."""
+        return bool(self.writes) and not (
+            self._channel_work()
+            or self.cancel_step_types
+            or self.next_steps
+            or self.decision is not None
+        )
+
+    def decision_only(self) -> bool:
+        """Return True when the effects are a decision with its next Steps and nothing else
+        (no Attribute write, Channel work or cancellation)."""
+        return self.decision is not None and not (
+            self.writes or self._channel_work() or self.cancel_step_types
+        )
+
+    def _channel_work(self) -> bool:
+        return bool(self.channel_deletions or self.channel_publications)
 
 
 @dataclass(slots=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, literal, select
 
+from engine._ids import execution_id
 from engine._storage import past
 from engine._storage import tables as t
 from engine._storage.indexes import apply_index_writes
@@ -115,7 +116,7 @@ def restore_steps(
     counts: dict[str, int] = {}
     for found in past.steps_at(conn, old, commit):
         row = found.row
-        execution = row.id.partition(":")[2]
+        execution = execution_id(row.id)
         step_id = f"{new}:{execution}"
         counts[row.step_type] = counts.get(row.step_type, 0) + 1
         copied = {c.name: row._mapping[c.name] for c in t.step_executions.columns}

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam
 
 from engine._enums import HistoryEventType, RunStatus
+from engine._ids import step_id
 from engine._storage import tables as t
 from engine._storage.indexes import apply_index_writes
 from engine._storage.journal import JOURNAL, WRITE, journal
@@ -322,7 +323,7 @@ def _number(conn: Connection, steps: list[QueuedStep]) -> None:
     for (run_id, step_type), group in by_type.items():
         last = _count_statement(conn).scalar(conn, {"r": run_id, "t": step_type, "k": len(group)})
         for n, step in enumerate(group, start=last - len(group) + 1):
-            step.id = f"{run_id}:{step_type}-{n}"
+            step.id = step_id(run_id, step_type, n)
             step.numbered = True
 
 

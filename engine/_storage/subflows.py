@@ -12,8 +12,9 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, insert, select
 
 from engine._enums import RunStatus
+from engine._ids import execution_id
 from engine._storage import tables as t
-from engine._storage.records import QueuedStep, execution_id
+from engine._storage.records import QueuedStep
 from engine._storage.rows import LockedRun
 
 _links = t.subflow_links

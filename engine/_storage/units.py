@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, select
 
 from engine._enums import HistoryEventType, RunStatus
-from engine._ids import state_key, to_rfc3339
+from engine._ids import execution_id, state_key, to_rfc3339
 from engine._storage import channel_messages, durable_waits, rows, start_units
 from engine._storage import tables as t
 from engine._storage.apply import apply_effects, complete_if_met
@@ -33,7 +33,6 @@ from engine._storage.records import (
     StagedEffects,
     StartRequest,
     StepClose,
-    execution_id,
 )
 from engine._storage.rows import LockedRun
 from engine.errors import ChannelMessageNotFoundError, FlowNotActiveOrNotFoundError

@@ -213,9 +213,15 @@ def flow_with(step: Step[Any], gates: Gates | None = None) -> Flow[Any]:
     return _Flow(Gates() if gates is None else gates)
 
 
+#: How long a Flow may take to close: the concurrency test's dozen Flows writing thousands of
+#: messages through a database-backed store take a few seconds alone, more on a loaded machine.
+CLOSE_WAIT = 3 * WAIT
+
+
 async def finished(eng: Any, flow_id: str) -> Any:
-    """Return the Flow's result as soon as it closed (RUNNING if it did not within WAIT)."""
-    return await eng.wait_for_flow(flow_id, wait_seconds=WAIT)
+    """Return the Flow's result as soon as it closed (RUNNING if it did not within
+    CLOSE_WAIT)."""
+    return await eng.wait_for_flow(flow_id, wait_seconds=CLOSE_WAIT)
 
 
 async def values(eng: Any, flow: Flow[Any], flow_id: str, stream: str = "progress") -> list[Any]:

@@ -199,8 +199,12 @@ def test_storage_imports_no_public_declaration_module() -> None:
     assert public == set()
 
 
-#: The per-backend packages: a module name both have is one role, played by each backend.
-BACKEND_PACKAGES = ("engine/_storage/sqlite", "engine/_storage/postgres")
+#: The per-backend packages, in pairs: a module name both of a pair have is one role, played
+#: by each backend.
+BACKEND_PACKAGES = (
+    ["engine/_runtime/postgres", "engine/_runtime/sqlite"],
+    ["engine/_storage/postgres", "engine/_storage/sqlite"],
+)
 
 
 def test_every_engine_module_name_is_unique() -> None:
@@ -215,7 +219,7 @@ def test_every_engine_module_name_is_unique() -> None:
     assert {
         name: paths
         for name, paths in shared.items()
-        if sorted(str(pathlib.PurePath(p).parent) for p in paths) != sorted(BACKEND_PACKAGES)
+        if sorted(str(pathlib.PurePath(p).parent) for p in paths) not in BACKEND_PACKAGES
     } == {}
 
 

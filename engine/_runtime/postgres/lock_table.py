@@ -22,7 +22,6 @@ and the full transaction runs, so either way the outcome is the full transaction
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -31,7 +30,6 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, update
 
 from engine._runtime.activity import Activity
-from engine._runtime.handoff import LockedCommit
 from engine._runtime.locks import RPC, STEP
 from engine._runtime.postgres.lease import ProcessLease
 from engine._runtime.postgres.lock_rows import (
@@ -39,7 +37,6 @@ from engine._runtime.postgres.lock_rows import (
     ENDING,
     TAKE_RPC_LOCKS,
     clear_dead,
-    drop_rpc_locks,
     grant,
     holders_of,
     lock_flow,
@@ -51,9 +48,7 @@ from engine._storage import tables as t
 from engine._storage.postgres.database import PostgresDatabase
 from engine._storage.postgres.rpc_loads import SQL as TAKE_AND_LOAD
 from engine._storage.postgres.rpc_loads import Loaded, loaded, take_and_load
-from engine._storage.postgres.rpc_writes import LOST, WAITERS
-from engine._storage.postgres.tail import tail_of
-from engine._storage.records import CommitResult, LoadPlan
+from engine._storage.records import LoadPlan
 from engine.errors import RPCLockConflictError, UnavailableError
 
 log = logging.getLogger("dexlite.locks")
@@ -83,9 +78,8 @@ class SharedLockTable:
         self._unreleased: dict[str, str] = {}
         self._relays = Relays(
             write_batch=database.write_batch,
-            commit_dropping=self._commit_dropping,
             release_rows=self.release_now,
-            raise_lost=self._raise_lost,
+            raise_lost=self.raise_lost,
             spawn=self._spawn_task,
         )
 
@@ -103,7 +97,7 @@ class SharedLockTable:
         wanted = sorted(set(keys))
         if not wanted:
             return None
-        if await self._relays.pass_on(flow_id, wanted, owner, self._waits_on(flow_id)):
+        if await self._relays.pass_on(flow_id, wanted, owner, self.waits_on(flow_id)):
             return None  # passed on by this process's last RPC on them: read what it wrote
         try:
             return await self._take_for_rpc(flow_id, wanted, owner, load)
@@ -258,7 +252,7 @@ class SharedLockTable:
             return
         me = self._lease.process_id
 
-        mine = self._waits_on(flow_id)
+        mine = self.waits_on(flow_id)
         self._rpc_keys.pop(owner, None)
 
         def unit(conn: Connection) -> list[str]:
@@ -277,93 +271,21 @@ class SharedLockTable:
 
         # Shielded: a canceled RPC must still free its keys.
         write = asyncio.ensure_future(release())
-        self._granted(flow_id, await asyncio.shield(write))
+        self.granted(flow_id, await asyncio.shield(write))
 
-    async def commit_releasing(
-        self, flow_id: str, owner: str, commit: LockedCommit
-    ) -> CommitResult:
-        """Commit ``commit.unit`` with the release of ``owner``'s keys in its transaction, so
-        the keys are free exactly when its writes are visible, with no transaction (and no
-        WAL flush) of their own; should the commit fail, its release is rolled back with it
-        and made on its own. (Units commit in parallel here: none is queued early.)
+    @property
+    def relays(self) -> Relays:
+        """This process's relays of RPC lock rows (see ``relay``)."""
+        return self._relays
 
-        The commit also fences: it fails with RPCLockConflictError, committing nothing,
-        unless it dropped a row for every key taken. A row is gone when another process took
-        the key after this one's lease lapsed, or when the server lost the row (it was taken
-        without a WAL flush of its own) in a crash.
+    @property
+    def process_id(self) -> str:
+        """The ID of this process, which its lock rows name."""
+        return self._lease.process_id
 
-        A unit that may be handed off goes to the Flow's relay instead (see ``relay``): its
-        keys pass on to this process's next RPC on them, and the rows stay until the last.
-        """
-        mine = self._waits_on(flow_id)
-        if self._relays.holds(flow_id, owner):
-            return await self._relays.commit(flow_id, owner, commit, mine)
-        taken = self._rpc_keys.pop(owner, ())
-        if not taken:  # it holds nothing: a plain commit
-            try:
-                return await commit.commit(commit.unit)
-            finally:
-                commit.on_released()
-        if commit.relay is not None and not mine and self._relays.start(flow_id, owner, taken):
-            return await self._relays.commit(flow_id, owner, commit, mine)
-        return await self._commit_dropping(flow_id, owner, taken, commit)
-
-    async def _commit_dropping(
-        self, flow_id: str, owner: str, taken: tuple[str, ...], commit: LockedCommit
-    ) -> CommitResult:
-        """Commit ``commit.unit`` dropping ``owner``'s ``taken`` rows in its transaction."""
-        me = self._lease.process_id
-        mine = self._waits_on(flow_id)
-        if commit.statement is not None and not mine:
-            # The commit and the release as one statement; when a Step waits on the Flow it
-            # does nothing, and the unit below grants the Step what this RPC held.
-            try:
-                outcome, result = await commit.statement(owner, len(taken))
-            except BaseException:
-                with contextlib.suppress(Exception):  # as below
-                    await self.release_now(flow_id, owner)
-                commit.on_released()
-                raise
-            if outcome != WAITERS:
-                commit.on_released()
-                if outcome == LOST:
-                    await self._database.read(lambda conn: lost(conn, flow_id, taken))
-                return result
-        granted: list[str] = []
-        unit = commit.unit
-
-        def fence(conn: Connection, dropped: int) -> None:
-            nonlocal granted
-            if dropped < 0:  # a Step waits on the Flow: grant it what this RPC held
-                dropped, granted = release_all(conn, flow_id, owner, me, mine)
-            if dropped != len(taken):
-                lost(conn, flow_id, taken)
-
-        def releasing(conn: Connection) -> CommitResult:
-            result = unit(conn)
-            # As release_now: one statement when nobody is to be granted anything, sent with
-            # the unit's last writes when it has a tail.
-            tail = tail_of(conn)
-            if mine:
-                fence(conn, -1)
-            elif tail is not None:
-                tail.drop_rpc_locks(flow_id, owner, fence)
-            else:
-                fence(conn, drop_rpc_locks(conn, flow_id, owner))
-            return result
-
-        try:
-            result = await commit.commit(releasing)
-        except BaseException:
-            # The commit's own error is the caller's; a release that fails too is retried by
-            # the poll (see release_now).
-            with contextlib.suppress(Exception):
-                await self.release_now(flow_id, owner)
-            commit.on_released()
-            raise
-        self._granted(flow_id, granted)
-        commit.on_released()
-        return result
+    def taken(self, owner: str) -> tuple[str, ...]:
+        """Hand over the keys RPC invocation ``owner`` took as rows (its commit drops them)."""
+        return self._rpc_keys.pop(owner, ())
 
     def regrant(self, flow_id: str | None = None) -> None:
         """Grant again on ``flow_id`` (a NOTIFY named it), or on every Flow this process has
@@ -386,7 +308,7 @@ class SharedLockTable:
         for owner, flow in list(self._unreleased.items()):
 
             def unit(conn: Connection, flow: str = flow, owner: str = owner) -> list[str]:
-                return release_all(conn, flow, owner, me, self._waits_on(flow))[1]
+                return release_all(conn, flow, owner, me, self.waits_on(flow))[1]
 
             def dropped(owner: str = owner) -> None:
                 self._unreleased.pop(owner, None)
@@ -408,7 +330,7 @@ class SharedLockTable:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _raise_lost(self, flow_id: str, taken: tuple[str, ...]) -> None:
+    async def raise_lost(self, flow_id: str, taken: tuple[str, ...]) -> None:
         """Raise the RPCLockConflictError of ``taken`` keys whose rows are gone."""
         await self._database.read(lambda conn: lost(conn, flow_id, taken))
 
@@ -422,7 +344,7 @@ class SharedLockTable:
         async def run() -> None:
             try:
                 async with order:
-                    self._granted(flow_id, await self._database.write(unit))
+                    self.granted(flow_id, await self._database.write(unit))
                 if done is not None:
                     done()
             except UnavailableError as exc:  # the poll tries again
@@ -447,11 +369,12 @@ class SharedLockTable:
         params = {"f": flow_id, "owner": owner}
         return int((await self._database.write_prepared(DROP_RPC_LOCKS, params))[0][0])
 
-    def _waits_on(self, flow_id: str) -> bool:
+    def waits_on(self, flow_id: str) -> bool:
         """Whether a Step of this process waits for locks on ``flow_id``."""
         return any(flow == flow_id for flow, _ in self._waiting)
 
-    def _granted(self, flow_id: str, owners: list[str]) -> None:
+    def granted(self, flow_id: str, owners: list[str]) -> None:
+        """Tell this process's Steps among ``owners`` that they hold their keys now."""
         for owner in owners:
             future = self._waiting.pop((flow_id, owner), None)
             if future is not None and not future.done():

@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Protocol
 
-from engine._runtime.handoff import LockedCommit, RelayedUnit, nothing
+from engine._runtime.handoff import HandedOff
 from engine._runtime.locks import RPC
 from engine._storage.postgres.rpc_writes import KEEP_SQL, KEPT_LOCKS_LOST, KEPT_RUN_NOT_OPEN
-from engine._storage.records import CommitResult
+from engine._storage.records import Args, CommitResult
 from engine.errors import RPCLockConflictError
 
 log = logging.getLogger("dexlite.locks")
@@ -40,6 +41,47 @@ MAX_AGE_SECONDS = 0.1
 YIELDS = 3
 
 
+class RelayItem(Protocol):
+    """One RPC's commit as a relay takes it (the PostgreSQL Committer makes them)."""
+
+    #: What readers lay over committed state until the unit ended.
+    handed: HandedOff
+    #: Whether the unit may be queued in the relay (its writes go as one call).
+    relayable: bool
+
+    @property
+    def result(self) -> CommitResult:
+        """What the unit changes, once committed."""
+
+    def not_open(self) -> BaseException:
+        """The error of the unit's run no longer open."""
+
+    def queued(self) -> None:
+        """Note the unit as handed off: readers now see its writes."""
+
+    def kept(self, owner: str, taken: int) -> tuple[str, Args]:
+        """The unit as one statement that keeps ``owner``'s ``taken`` lock rows."""
+
+    def committed(self) -> None:
+        """The unit's statement committed: publish its result; the unit has ended."""
+
+    def ended(self, error: BaseException | None) -> None:
+        """The unit ended (committed elsewhere when ``error`` is None)."""
+
+    def released(self) -> None:
+        """The invocation's keys are free."""
+
+    def commit_dropping(
+        self, row_owner: str, keys: tuple[str, ...], *, tell: bool = True
+    ) -> Awaitable[CommitResult]:
+        """Commit the unit on its own, dropping ``row_owner``'s rows on ``keys`` in its
+        transaction; ``tell``: tell the invocation its keys are free then."""
+
+
+#: A queued item, and its caller's future.
+_Queued = tuple[RelayItem, asyncio.Future[CommitResult]]
+
+
 @dataclass(eq=False)
 class _Relay:
     flow_id: str
@@ -49,12 +91,10 @@ class _Relay:
     started: float
     #: The RPC of this process holding the keys now, if any.
     holder: str | None = None
-    pending: list[tuple[RelayedUnit, LockedCommit, asyncio.Future[CommitResult]]] = field(
-        default_factory=list
-    )
+    pending: list[_Queued] = field(default_factory=list)
     passes: int = 0
     #: Every unit queued in the relay, in order (ended or not).
-    queued: list[RelayedUnit] = field(default_factory=list)
+    queued: list[RelayItem] = field(default_factory=list)
     #: No more passes: the rows go once the queued units and the holder are done.
     closing: bool = False
     #: The holder commits as a plain unit that drops the rows itself.
@@ -65,10 +105,6 @@ class _Relay:
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-#: Commits a unit dropping the rows of an owner, as ``SharedLockTable.commit_releasing`` does.
-CommitDropping = Callable[[str, str, tuple[str, ...], LockedCommit], Awaitable[CommitResult]]
-
-
 class Relays:
     """The relays of one process's shared lock table, one per Flow ID at most."""
 
@@ -76,13 +112,11 @@ class Relays:
         self,
         *,
         write_batch: Callable[[str, Sequence[Sequence[object]]], Awaitable[None]],
-        commit_dropping: CommitDropping,
         release_rows: Callable[[str, str], Awaitable[None]],
         raise_lost: Callable[[str, tuple[str, ...]], Awaitable[None]],
         spawn: Callable[[Awaitable[None]], None],
     ) -> None:
         self._write_batch = write_batch
-        self._commit_dropping = commit_dropping
         self._release_rows = release_rows
         self._raise_lost = raise_lost
         self._spawn = spawn
@@ -131,15 +165,14 @@ class Relays:
         return True
 
     async def commit(
-        self, flow_id: str, owner: str, commit: LockedCommit, steps_wait: bool
+        self, flow_id: str, owner: str, item: RelayItem, steps_wait: bool
     ) -> CommitResult:
-        """Commit the holder ``owner``'s unit: queued, its keys passed on at once, when it
-        qualifies; otherwise as a plain unit after the queued ones, dropping the rows."""
+        """Commit the holder ``owner``'s ``item``: queued, its keys passed on at once, when it
+        is relayable; otherwise on its own after the queued ones, dropping the rows."""
         relay = self._relays[flow_id]
-        unit = commit.relay
-        if unit is None or steps_wait or relay.error is not None:
+        if not item.relayable or steps_wait or relay.error is not None:
             if relay.error is not None:
-                commit.on_released()
+                item.released()
                 relay.holder = None
                 relay.wake.set()
                 raise relay.error
@@ -148,25 +181,23 @@ class Relays:
             try:
                 await self._queued_ended(relay)
             except BaseException:
-                commit.on_released()  # as a failed commit does; the relay drops the rows
+                item.released()  # as a failed commit does; the relay drops the rows
                 relay.holder = None
                 relay.wake.set()
                 raise
             relay.handed_back = True
             try:
-                return await self._commit_dropping(
-                    flow_id, relay.row_owner, tuple(sorted(relay.keys)), commit
-                )
+                return await item.commit_dropping(relay.row_owner, tuple(sorted(relay.keys)))
             finally:
                 relay.holder = None
                 relay.wake.set()
         future: asyncio.Future[CommitResult] = asyncio.get_running_loop().create_future()
-        unit.queued()
-        relay.queued.append(unit)
-        relay.pending.append((unit, commit, future))
+        item.queued()
+        relay.queued.append(item)
+        relay.pending.append((item, future))
         relay.holder = None
         relay.wake.set()
-        commit.on_released()
+        item.released()
         # Queued, it commits even if its caller is canceled meanwhile (its readers wait on it).
         return await asyncio.shield(future)
 
@@ -217,52 +248,41 @@ class Relays:
                 del self._relays[relay.flow_id]
             relay.done.set()
 
-    async def _last(
-        self,
-        relay: _Relay,
-        queued: tuple[RelayedUnit, LockedCommit, asyncio.Future[CommitResult]],
-    ) -> None:
+    async def _last(self, relay: _Relay, queued: _Queued) -> None:
         """Commit the one queued unit dropping the rows, as a commit without a relay does."""
-        unit, commit, future = queued
+        item, future = queued
         try:
-            result = await self._commit_dropping(
-                relay.flow_id,
-                relay.row_owner,
-                tuple(sorted(relay.keys)),
-                replace(commit, on_released=nothing),
+            result = await item.commit_dropping(
+                relay.row_owner, tuple(sorted(relay.keys)), tell=False
             )
         except BaseException as exc:
-            unit.ended(exc)
+            item.ended(exc)
             _settle(future, exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        unit.ended(None)
+        item.ended(None)
         if not future.done():
             future.set_result(result)
 
-    async def _apply(
-        self,
-        relay: _Relay,
-        batch: list[tuple[RelayedUnit, LockedCommit, asyncio.Future[CommitResult]]],
-    ) -> None:
+    async def _apply(self, relay: _Relay, batch: list[_Queued]) -> None:
         """Commit ``batch`` keeping the rows, all at once; after an error, one at a time up
         to the unit that fails, which fails the rest."""
         taken = len(relay.keys)
         try:
             await self._write_batch(
-                KEEP_SQL, [u.kept(relay.row_owner, taken)[1] for u, _, _ in batch]
+                KEEP_SQL, [item.kept(relay.row_owner, taken)[1] for item, _ in batch]
             )
         except Exception as exc:
             if len(batch) == 1 or not _refused(exc):
-                relay.error = await self._error(relay, exc, batch[0][1])
+                relay.error = await self._error(relay, exc, batch[0][0])
                 _fail(batch, relay.error)
                 return
             for i, one in enumerate(batch):
                 try:
                     await self._write_batch(KEEP_SQL, [one[0].kept(relay.row_owner, taken)[1]])
                 except Exception as exc:
-                    relay.error = await self._error(relay, exc, one[1])
+                    relay.error = await self._error(relay, exc, one[0])
                     _fail(batch[i:], relay.error)
                     return
                 _committed(one)
@@ -270,7 +290,7 @@ class Relays:
         for one in batch:
             _committed(one)
 
-    async def _error(self, relay: _Relay, exc: Exception, commit: LockedCommit) -> BaseException:
+    async def _error(self, relay: _Relay, exc: Exception, item: RelayItem) -> BaseException:
         """The error a unit refused by ``KEEP_SQL`` fails with, as the plain commit's."""
         state = getattr(exc, "sqlstate", None)
         if state == KEPT_LOCKS_LOST:
@@ -278,8 +298,8 @@ class Relays:
                 await self._raise_lost(relay.flow_id, tuple(sorted(relay.keys)))
             except Exception as lost:
                 return lost
-        if state == KEPT_RUN_NOT_OPEN and commit.relay is not None:
-            return commit.relay.not_open()
+        if state == KEPT_RUN_NOT_OPEN:
+            return item.not_open()
         return exc
 
 
@@ -299,19 +319,19 @@ def _refused(exc: BaseException) -> bool:
     return getattr(exc, "sqlstate", None) in (KEPT_LOCKS_LOST, KEPT_RUN_NOT_OPEN)
 
 
-def _committed(queued: tuple[RelayedUnit, LockedCommit, asyncio.Future[CommitResult]]) -> None:
-    unit, _, future = queued
-    unit.committed()
+def _committed(queued: _Queued) -> None:
+    item, future = queued
+    item.committed()
     if not future.done():
-        future.set_result(unit.result)
+        future.set_result(item.result)
 
 
 def _fail(
-    batch: Sequence[tuple[RelayedUnit, LockedCommit, asyncio.Future[CommitResult]]],
+    batch: Sequence[_Queued],
     error: BaseException,
 ) -> None:
-    for unit, _, future in batch:
-        unit.ended(error)
+    for item, future in batch:
+        item.ended(error)
         _settle(future, error)
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._enums import HistoryEventType, RunStatus
+from engine._ids import step_id
 from engine._storage.records import Args, CommitResult, Phase, RunChange, StartOutcome, StartRequest
 
 SQL = """
@@ -44,7 +45,7 @@ WITH f AS (
 ), s AS (
     INSERT INTO step_executions (id, run_id, step_type, input, state, phase, attempt, due_at,
         created_at, is_completion, created_commit, execute_commit, claimed_by, fence)
-    SELECT $3::varchar || ':' || $10::varchar || '-1', $3::varchar, $10::varchar, $5::text,
+    SELECT $15::varchar, $3::varchar, $10::varchar, $5::text,
         'PENDING', $11::varchar, 1, NULL, $7::int8, false, r.seq,
         CASE WHEN $11::varchar = 'EXECUTE' THEN r.seq END, $12::varchar, 1
     FROM r WHERE $10::varchar IS NOT NULL
@@ -91,6 +92,7 @@ class FirstStart:
             claimant,
             HistoryEventType.FLOW_STARTED.value,
             json.dumps(details, separators=(",", ":"), default=str),
+            None if step is None else step_id(request.run_id, step.step_type, 1),
         )
         return SQL, args
 
@@ -103,7 +105,7 @@ class FirstStart:
         if not started:
             return False
         if step is not None:
-            step.id, step.numbered, step.fence = f"{request.run_id}:{step.step_type}-1", True, 1
+            step.id, step.numbered, step.fence = step_id(request.run_id, step.step_type, 1), True, 1
         return True
 
 

@@ -137,16 +137,7 @@ def rpc_writes(
 ) -> RPCWrites | None:
     """Return the RPC's commit as one statement, or None when its effects are more than
     Attribute writes (or write an indexed Attribute): those commit as a unit."""
-    if not effects.writes or any(w.index is not None for w in effects.writes):
-        return None
-    if (
-        effects.channel_deletions
-        or effects.channel_publications
-        or effects.cancel_step_types
-        or effects.next_steps
-        or effects.decision is not None
-        or effects.history
-    ):
+    if not effects.writes_only() or any(w.index is not None for w in effects.writes):
         return None
     change = RunChange(flow_id=flow_id, flow_type=flow_type, run_id=run_id, writes=effects.writes)
     return RPCWrites(

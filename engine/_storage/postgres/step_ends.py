@@ -22,7 +22,7 @@ from typing import Any
 from engine._enums import RunStatus
 from engine._outcomes import OutcomeKind
 from engine._storage.apply import step_closed_details
-from engine._storage.postgres.step_moves import StepMove, closed_state, has_other_effects, step_move
+from engine._storage.postgres.step_moves import StepMove, closed_state, step_move
 from engine._storage.records import (
     Args,
     CommitResult,
@@ -136,7 +136,7 @@ def step_end(
     decision = effects.decision
     if not isinstance(decision, StepClose) or effects.next_steps:
         return None
-    if has_other_effects(effects):
+    if not effects.decision_only():
         return None
     closes: RunStatus | None = None
     if decision.kind == OutcomeKind.FORCE_COMPLETE:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._enums import HistoryEventType
+from engine._ids import step_id_prefix
 from engine._outcomes import OutcomeKind
 from engine._storage.apply import step_closed_details
 from engine._storage.records import (
@@ -53,14 +54,14 @@ WITH r AS (
 ), v AS MATERIALIZED (
     SELECT * FROM unnest(
         $5::varchar[], $6::text[], $7::varchar[], $8::int4[], $9::int8[], $10::int4[],
-        $11::int4[]) WITH ORDINALITY AS v(t, inp, ph, att, due, nth, k, ord)
+        $11::int4[], $22::varchar[]) WITH ORDINALITY AS v(t, inp, ph, att, due, nth, k, pre, ord)
 ), c AS (
     INSERT INTO step_counters (run_id, step_type, count)
     SELECT $1::varchar, x.t, x.k FROM g, (SELECT DISTINCT t, k FROM v) AS x
     ON CONFLICT (run_id, step_type) DO UPDATE SET count = step_counters.count + excluded.count
     RETURNING step_type, count
 ), ids AS MATERIALIZED (
-    SELECT v.ord, $1::varchar || ':' || v.t || '-' || (c.count - v.k + v.nth)::text AS id
+    SELECT v.ord, v.pre || (c.count - v.k + v.nth)::text AS id
     FROM v JOIN c ON c.step_type = v.t
 ), s AS (
     INSERT INTO step_executions (id, run_id, step_type, input, state, phase, attempt, due_at,
@@ -135,6 +136,7 @@ class StepMove:
             decision.error_message,
             HistoryEventType.STEP_CLOSED.value,
             self.history_details,
+            [step_id_prefix(self.run_id, s.step_type) for s in self.next_steps],
         )
         return SQL, args
 
@@ -147,18 +149,6 @@ class StepMove:
         for step, step_id in zip(self.next_steps, ids, strict=True):
             step.id, step.numbered, step.fence = step_id, True, 1
         return True
-
-
-def has_other_effects(effects: StagedEffects) -> bool:
-    """True when a decision's commit does more than close its execution and queue the next
-    (an Attribute write, a Channel operation, a cancellation, history of its own)."""
-    return bool(
-        effects.writes
-        or effects.channel_deletions
-        or effects.channel_publications
-        or effects.cancel_step_types
-        or effects.history
-    )
 
 
 def step_move(
@@ -178,7 +168,7 @@ def step_move(
         return None
     if decision.kind == OutcomeKind.FORCE_COMPLETE:
         return None  # it closes the run
-    if has_other_effects(effects):
+    if not effects.decision_only():
         return None
     if any(s.id or s.run_id != run_id for s in effects.next_steps):
         return None  # numbered already, or of another run: the unit knows what to do

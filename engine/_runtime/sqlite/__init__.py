@@ -1,0 +1,1 @@
+"""How commits go on SQLite: through the database's one ordered writer, in this process."""
