@@ -12,13 +12,14 @@ open (the run found by its ID alone, the rest a filter: ``statements.filter_only
 - the Attribute rows (upserts and deletes, the last write to a key winning);
 - the ``RPC_COMMITTED`` history event and the change-log rows, as the journal writes them.
 
-It answers what the drop found, so the caller knows which of four things happened: all of it
-(committed), nothing because a Step waits on the Flow (the function changed nothing: the
-unit runs instead, granting the Step), the run was not open (the rows are dropped: the RPC
-fails as its unit would), or fewer rows than taken (the lock was lost: the RPC fails).
+It answers what the drop found and what it did, so the caller knows which of four things
+happened: all of it (committed), nothing because a Step waits on the Flow (the function
+changed nothing: the unit runs instead, granting the Step), the run was not open (the rows are
+dropped: the RPC fails as its unit would), or fewer rows than taken with the run open (the
+lock was lost: the RPC fails). The run is judged first, as the unit judges it.
 
-Only RPCs whose effects are writes alone, none to an indexed Attribute and no history of their
-own, qualify (:func:`rpc_writes`); every other commit is a unit as before.
+Only RPCs whose effects are Attribute writes alone, none to an indexed Attribute, qualify
+(:func:`rpc_writes`); every other commit is a unit.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from engine._storage.units import rpc_committed_details
 from engine.errors import FlowNotActiveOrNotFoundError
 
 #: The commit, its arguments as ``RPCWrites._args`` gives them and whether it keeps the lock
-#: rows; it answers ``{dropped, committed}`` (see ``functions/dexlite_commit_rpc_writes.sql``).
+#: rows; it answers ``{dropped, state}``, state 1 committed, 0 the run not open, -1 the rows
+#: lost (see ``functions/dexlite_commit_rpc_writes.sql``).
 _CALL = """
 SELECT dexlite_commit_rpc_writes(
     $1::text, $2::text, $3::varchar, $4::int, $5::int8, $6::varchar[], $7::varchar[],
@@ -124,12 +126,12 @@ class RPCWrites:
 
     def outcome(self, rows: Sequence[Sequence[Any]], taken: int) -> str:
         """Read the statement's answer: what happened (see the module's constants)."""
-        dropped, committed = rows[0][0]
+        dropped, state = rows[0][0]
         if dropped < 0:
             return WAITERS
-        if dropped != taken:
-            return LOST
-        return COMMITTED if committed else NOT_OPEN
+        if state == 1 and dropped == taken:
+            return COMMITTED
+        return NOT_OPEN if state == 0 else LOST
 
 
 def rpc_writes(

@@ -1,21 +1,20 @@
-"""A Step's decision that moves its Flow on, committed on PostgreSQL as one statement.
+"""A Step's decision that moves its Flow on, committed on PostgreSQL as one call.
 
 The common Step decision (``go_to`` and the like) closes its execution and creates the next
 ones, nothing more. Committed as a unit it costs a BEGIN, the run's lock with the attempt's
-check, the next Steps' numbers, their rows, the tail and a COMMIT. Here the same changes are
-one statement, its own transaction, and write only if the run is open and the attempt is still
-current (pending, at this attempt, under this claim: the row is locked ``FOR UPDATE``, so it is
-checked as last committed; each row is found by its primary key, the rest a filter, as
-``statements.filter_only`` says why):
+check, the next Steps' numbers, their rows, the tail and a COMMIT. Here it is one call of
+``dexlite_move_step`` (``functions/dexlite_move_step.sql``), its own transaction, which writes
+only if the run is open and the attempt is still current (pending, at this attempt, under this
+claim, read once the run is locked):
 
 - the run's next commit number (as ``rows.lock_run_at_attempt`` takes it);
 - the next executions, numbered from the run's per-type counters and claimed by this process
   (as ``rows.insert_steps`` creates them);
 - the deciding execution's close and its ``STEP_CLOSED`` event.
 
-Only decisions with next Steps and no other effect (no Attribute write, Channel operation,
-cancellation or history of their own), which cannot close the run, qualify
-(:func:`step_move`); every other commit is a unit as before.
+Only decisions with next Steps and no other effect (no Attribute write, Channel operation or
+cancellation), which cannot close the run, qualify (:func:`step_move`); every other commit is
+a unit.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine._enums import HistoryEventType
 from engine._ids import step_id_prefix
 from engine._outcomes import OutcomeKind
 from engine._storage.apply import step_closed_details
@@ -39,48 +37,11 @@ from engine._storage.records import (
     StepState,
 )
 
-SQL = """
-WITH r AS (
-    UPDATE runs SET commit_seq = commit_seq + CASE WHEN change_log THEN 1 ELSE 0 END
-    WHERE run_id = $1::varchar AND (status = 'RUNNING') IS TRUE
-    RETURNING CASE WHEN change_log THEN commit_seq ELSE 0 END AS seq
-), a AS (
-    SELECT id FROM step_executions
-    WHERE id = $2::varchar
-        AND (state = 'PENDING' AND attempt = $3::int4 AND fence = $4::int8) IS TRUE
-    FOR UPDATE
-), g AS MATERIALIZED (
-    SELECT r.seq FROM r, a
-), v AS MATERIALIZED (
-    SELECT * FROM unnest(
-        $5::varchar[], $6::text[], $7::varchar[], $8::int4[], $9::int8[], $10::int4[],
-        $11::int4[], $22::varchar[]) WITH ORDINALITY AS v(t, inp, ph, att, due, nth, k, pre, ord)
-), c AS (
-    INSERT INTO step_counters (run_id, step_type, count)
-    SELECT $1::varchar, x.t, x.k FROM g, (SELECT DISTINCT t, k FROM v) AS x
-    ON CONFLICT (run_id, step_type) DO UPDATE SET count = step_counters.count + excluded.count
-    RETURNING step_type, count
-), ids AS MATERIALIZED (
-    SELECT v.ord, v.pre || (c.count - v.k + v.nth)::text AS id
-    FROM v JOIN c ON c.step_type = v.t
-), s AS (
-    INSERT INTO step_executions (id, run_id, step_type, input, state, phase, attempt, due_at,
-        created_at, is_completion, created_commit, execute_commit, claimed_by, fence)
-    SELECT ids.id, $1::varchar, v.t, v.inp, 'PENDING', v.ph, v.att, v.due, $12::int8, false,
-        g.seq, CASE WHEN v.ph = 'EXECUTE' THEN g.seq END, $13::varchar, 1
-    FROM g, v JOIN ids ON ids.ord = v.ord
-), d AS (
-    UPDATE step_executions AS se
-    SET state = $14::varchar, phase = $15::varchar, closed_at = $12::int8,
-        closed_commit = g.seq, due_at = NULL, is_completion = $16::bool, output = $17::text,
-        error_type = $18::varchar, error_message = $19::text
-    FROM g WHERE se.id = $2::varchar
-), h AS (
-    INSERT INTO history (run_id, event_type, at, details, commit_seq)
-    SELECT $1::varchar, $20::varchar, $12::int8, $21::text, g.seq FROM g
+SQL = (
+    "SELECT dexlite_move_step($1, $2, $3::int4, $4::int8, $5::varchar[], $6::text[], "
+    "$7::varchar[], $8::int4[], $9::int8[], $10::int4[], $11::int4[], $12::varchar[], "
+    "$13::int8, $14, $15, $16, $17::bool, $18, $19, $20, $21)"
 )
-SELECT (SELECT count(*) FROM g), (SELECT array_agg(id ORDER BY ord) FROM ids)
-"""
 
 
 def closed_state(decision: StepClose) -> StepState:
@@ -126,6 +87,7 @@ class StepMove:
             [s.due_at for s in self.next_steps],
             numbers,
             [counts[s.step_type] for s in self.next_steps],
+            [step_id_prefix(self.run_id, s.step_type) for s in self.next_steps],
             self.now,
             claimant,
             closed_state(decision).value,
@@ -134,17 +96,15 @@ class StepMove:
             decision.output,
             decision.error_type,
             decision.error_message,
-            HistoryEventType.STEP_CLOSED.value,
             self.history_details,
-            [step_id_prefix(self.run_id, s.step_type) for s in self.next_steps],
         )
         return SQL, args
 
     def wrote(self, rows: Sequence[Sequence[Any]]) -> bool:
         """Read the statement's answer: False, having changed nothing, when the run was not
         open or the attempt no longer current."""
-        done, ids = rows[0]
-        if not done:
+        ids = rows[0][0]
+        if ids is None:
             return False
         for step, step_id in zip(self.next_steps, ids, strict=True):
             step.id, step.numbered, step.fence = step_id, True, 1

@@ -10,12 +10,12 @@ DECLARE
     logged boolean;
 BEGIN
     IF keep THEN
-        -- The relay's commit (0011, 0012): it raises unless the rows and the run are there.
+        -- The relay's commit: it raises unless the run and the rows are there.
         seq := dexlite_keep_rpc_locks(flow, holder, taken, run);
         logged := seq > 0;
         dropped := taken;
     ELSE
-        -- As dexlite_drop_rpc_locks (0005): the Flow's lock, then a Step waiting on it wins.
+        -- As dexlite_drop_rpc_locks: the Flow's lock, then a Step waiting on it wins.
         PERFORM pg_advisory_xact_lock(hashtextextended(flow, 7));
         IF EXISTS (SELECT 1 FROM lock_waiters WHERE flow_id = flow COLLATE "C") THEN
             RETURN ARRAY[-1, 0];
@@ -24,9 +24,17 @@ BEGIN
         WHERE flow_id = flow COLLATE "C" AND owner = holder COLLATE "C";
         GET DIAGNOSTICS dropped = ROW_COUNT;
         IF dropped <> taken THEN
+            -- As the plain commit: a run no longer open is said first (0), else the rows
+            -- were lost (-1).
+            IF EXISTS (
+                SELECT 1 FROM runs WHERE run_id = run AND (status = 'RUNNING') IS TRUE
+            ) THEN
+                RETURN ARRAY[dropped, -1];
+            END IF;
             RETURN ARRAY[dropped, 0];
         END IF;
-        -- The run found by its key, its status a filter (see 0012).
+        -- The run found by its key, its status a filter (a plan through the status index
+        -- would read every running run).
         UPDATE runs SET commit_seq = commit_seq + CASE WHEN change_log THEN 1 ELSE 0 END
         WHERE run_id = run AND (status = 'RUNNING') IS TRUE
         RETURNING CASE WHEN change_log THEN commit_seq ELSE 0 END, change_log

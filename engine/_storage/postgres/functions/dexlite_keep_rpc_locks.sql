@@ -11,6 +11,12 @@ BEGIN
         FOR UPDATE
     ) AS rows_held;
     IF held <> taken THEN
+        -- As the plain commit: a run no longer open is said first, whatever the rows.
+        IF NOT EXISTS (
+            SELECT 1 FROM runs WHERE run_id = run AND (status = 'RUNNING') IS TRUE
+        ) THEN
+            RAISE EXCEPTION 'run % is not open', run USING ERRCODE = 'DXL02';
+        END IF;
         RAISE EXCEPTION 'the RPC locks of % on Flow % were lost', holder, flow
             USING ERRCODE = 'DXL01';
     END IF;
