@@ -43,7 +43,7 @@ def _settings(tmp_path: Path, port: int, **more: str) -> dict[str, str]:
         {
             "DEXLITE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/dexlite.db",
             "DEXLITE_BLOB_DIR": str(tmp_path / "blobs"),
-            "DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL",
+            "DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL",
             "DEXLITE_PORT": str(port),
             **more,
         }
