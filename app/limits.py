@@ -1,12 +1,12 @@
 """Limits that keep one request from costing the server more than a request should.
 
-Each limit is a setting (``DEXLITE_LIMITS__MAX_...``, or its flat name ``DEXLITE_MAX_...``),
-and a request over one gets 400 INVALID_ARGUMENT whose ``field`` is the parameter at fault and
-whose ``limit`` names the setting (by its flat name), so a client (or its operator) knows what
-to change (a query over its limits is an INVALID_QUERY with a position, like any bad query).
-The request body as a whole is bounded by DEXLITE_LIMITS__MAX_REQUEST_BYTES (413). The bounds
-the API itself defines (IDs of 256 characters, pageSize 1 to 1000, waitSeconds 0 to 60, queries
-of 4096 characters nesting 16 deep) can only be lowered.
+Each limit is a setting (``DEXLITE_LIMITS__MAX_...``), and a request over one gets 400
+INVALID_ARGUMENT whose ``field`` is the parameter at fault and whose ``limit`` names the setting,
+so a client (or its operator) knows what to change (a query over its limits is an INVALID_QUERY
+with a position, like any bad query). The request body as a whole is bounded by
+DEXLITE_LIMITS__MAX_REQUEST_BYTES (413). The bounds the API itself defines (IDs of 256
+characters, pageSize 1 to 1000, waitSeconds 0 to 60, queries of 4096 characters nesting 16 deep)
+can only be lowered.
 
 The parameters every route shares (Flow and run IDs, ``name``, ``query``, ``pageSize``,
 ``waitSeconds``) are checked once for all routes by :func:`check_parameters`; values inside
@@ -86,7 +86,7 @@ async def check_parameters(request: Request) -> None:
             raise _refuse(
                 field,
                 f"{field} has {len(value)} characters, more than {limits.max_id_length}",
-                "DEXLITE_MAX_ID_LENGTH",
+                "DEXLITE_LIMITS__MAX_ID_LENGTH",
             )
     if query is None:
         return
@@ -95,7 +95,7 @@ async def check_parameters(request: Request) -> None:
         raise _refuse(
             "name",
             f"{len(names)} names in one read, more than {limits.max_names_per_read}",
-            "DEXLITE_MAX_NAMES_PER_READ",
+            "DEXLITE_LIMITS__MAX_NAMES_PER_READ",
         )
     text = query.get("query")
     if text is not None:
@@ -103,18 +103,19 @@ async def check_parameters(request: Request) -> None:
         if len(text) > limits.max_query_length:
             raise engine.InvalidQueryError(
                 f"the query has {len(text)} characters, more than {limits.max_query_length} "
-                "(the limit is the setting DEXLITE_MAX_QUERY_LENGTH)",
+                "(the limit is the setting DEXLITE_LIMITS__MAX_QUERY_LENGTH)",
                 position=limits.max_query_length,
                 field="query",
-                extra={"limit": "DEXLITE_MAX_QUERY_LENGTH"},
+                extra={"limit": "DEXLITE_LIMITS__MAX_QUERY_LENGTH"},
             )
         if (position := too_deep_at(text, limits.max_query_depth)) is not None:
             raise engine.InvalidQueryError(
                 f"the query nests parentheses more than {limits.max_query_depth} deep at "
-                f"position {position} (the limit is the setting DEXLITE_MAX_QUERY_DEPTH)",
+                f"position {position} "
+                "(the limit is the setting DEXLITE_LIMITS__MAX_QUERY_DEPTH)",
                 position=position,
                 field="query",
-                extra={"limit": "DEXLITE_MAX_QUERY_DEPTH"},
+                extra={"limit": "DEXLITE_LIMITS__MAX_QUERY_DEPTH"},
             )
     # Beyond the API's own bounds (1000, 60 s) the routes answer as the API defines.
     size = _number(query.get("pageSize", ""))
@@ -122,7 +123,7 @@ async def check_parameters(request: Request) -> None:
         raise _refuse(
             "pageSize",
             f"pageSize {size:g} is more than {limits.max_page_size}",
-            "DEXLITE_MAX_PAGE_SIZE",
+            "DEXLITE_LIMITS__MAX_PAGE_SIZE",
         )
     wait = _number(query.get("waitSeconds", ""))
     if wait is not None:
@@ -136,7 +137,7 @@ def check_wait(limits: Limits, seconds: float) -> None:
         raise _refuse(
             "waitSeconds",
             f"waitSeconds {seconds:g} is more than {limits.max_wait_seconds:g}",
-            "DEXLITE_MAX_WAIT_SECONDS",
+            "DEXLITE_LIMITS__MAX_WAIT_SECONDS",
         )
 
 
@@ -152,7 +153,7 @@ def check_value_size(limits: Limits, value: Any, field: str) -> None:
         raise _refuse(
             field,
             f"{field} is {size} bytes of JSON, more than {limits.max_value_bytes}",
-            "DEXLITE_MAX_VALUE_BYTES",
+            "DEXLITE_LIMITS__MAX_VALUE_BYTES",
         )
 
 

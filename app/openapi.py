@@ -90,7 +90,7 @@ def problem_schema() -> dict[str, Any]:
             "limit": {
                 "type": "string",
                 "description": "INVALID_ARGUMENT over a limit: the setting that sets it, "
-                "e.g. `DEXLITE_MAX_VALUE_BYTES`.",
+                "e.g. `DEXLITE_LIMITS__MAX_VALUE_BYTES`.",
             },
             "retryable": {
                 "type": "boolean",

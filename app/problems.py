@@ -86,7 +86,7 @@ HTTP_CODES = (
     ProblemCode(
         "PAYLOAD_TOO_LARGE",
         413,
-        "The request body is larger than DEXLITE_MAX_REQUEST_BYTES allows.",
+        "The request body is larger than DEXLITE_LIMITS__MAX_REQUEST_BYTES allows.",
     ),
     ProblemCode("INTERNAL", 500, "An unexpected error: a bug in dexlite. Please report it."),
 )

@@ -1,8 +1,10 @@
 """Settings, read from ``DEXLITE_*`` environment variables.
 
 The settings of the SQLite database, the PostgreSQL database, the Stream Store and the request
-limits are groups: ``DEXLITE_<GROUP>__<FIELD>`` (``DEXLITE_STREAM__BACKEND``), or the flat
-names they had before (``DEXLITE_STREAM_STORE_BACKEND``, see :mod:`app.flat_settings`).
+limits are groups: ``DEXLITE_<GROUP>__<FIELD>`` (``DEXLITE_STREAM__BACKEND``). The Stream Store
+backend also answers to ``DEXLITE_STREAM_STORE_BACKEND``, the name dexlite's design fixes for it
+(tests outside this repository set it; :class:`StreamStoreBackendSource`); where both are set,
+``DEXLITE_STREAM__BACKEND`` wins.
 
 A setting the engine has a default for takes its default from there (EngineConfig,
 StreamStoreConfig, Limits), so each default is written once. A setting of an EngineConfig field
@@ -19,10 +21,10 @@ from datetime import timedelta
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field, PositiveInt
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 import engine
-from app.flat_settings import FLAT_NAME_OF, FlatNamesSource
 from app.limits import Limits
 from engine.config import EngineConfig
 from engine.stream import StreamStoreConfig
@@ -313,10 +315,35 @@ GROUPS: dict[str, type[BaseModel]] = {
     "limits": LimitsSettings,
 }
 
+#: The Stream Store backend's fixed name beside its grouped one, and the setting it sets.
+STREAM_STORE_BACKEND = "DEXLITE_STREAM_STORE_BACKEND"
+STREAM_STORE_BACKEND_FIELD = ("stream", "backend")
+
+
+class StreamStoreBackendSource(PydanticBaseSettingsSource):
+    """Reads ``DEXLITE_STREAM_STORE_BACKEND`` into the Stream Store's ``backend``.
+
+    Place it after the environment's own source: ``DEXLITE_STREAM__BACKEND``, which that one
+    reads, wins.
+    """
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: :meth:`__call__` reads its one variable, which is no field's name."""
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        # Regardless of case, as the environment's own source matches names.
+        for name, value in os.environ.items():
+            if name.upper() == STREAM_STORE_BACKEND:
+                group, field = STREAM_STORE_BACKEND_FIELD
+                return {group: {field: value}}
+        return {}
+
 
 class Settings(BaseSettings):
     """Server settings; every field can be set as ``DEXLITE_<NAME>``, every field of a group
-    as ``DEXLITE_<GROUP>__<NAME>`` or by its flat name (:mod:`app.flat_settings`)."""
+    as ``DEXLITE_<GROUP>__<NAME>``, and the Stream Store backend as
+    ``DEXLITE_STREAM_STORE_BACKEND`` too (:class:`StreamStoreBackendSource`)."""
 
     model_config = SettingsConfigDict(
         env_prefix="DEXLITE_", env_nested_delimiter="__", extra="ignore"
@@ -421,11 +448,11 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Read the flat names of grouped settings too, below the grouped names."""
+        """Read ``DEXLITE_STREAM_STORE_BACKEND`` too, below ``DEXLITE_STREAM__BACKEND``."""
         return (
             init_settings,
             env_settings,
-            FlatNamesSource(settings_cls),
+            StreamStoreBackendSource(settings_cls),
             dotenv_settings,
             file_secret_settings,
         )
@@ -448,16 +475,15 @@ class Settings(BaseSettings):
 
 def variable_of(location: tuple[int | str, ...], environ: Mapping[str, str] | None = None) -> str:
     """Return the environment variable of the setting at ``location`` (a ValidationError's
-    ``loc``): ``DEXLITE_<NAME>``, or in a group ``DEXLITE_<GROUP>__<NAME>`` unless only the
-    setting's flat name is set (in ``environ``, by default the process's environment)."""
+    ``loc``): ``DEXLITE_<NAME>``, or in a group ``DEXLITE_<GROUP>__<NAME>``; the Stream Store
+    backend's is ``DEXLITE_STREAM_STORE_BACKEND`` when only that name is set (in ``environ``, by
+    default the process's environment)."""
     prefix = str(Settings.model_config.get("env_prefix", ""))
     if len(location) < 2 or location[0] not in GROUPS:
         return (prefix + str(location[0])).upper()
-    group, field = str(location[0]), str(location[1])
-    grouped = f"{prefix}{group}__{field}".upper()
-    flat = FLAT_NAME_OF.get((group, field))
-    if flat is None:
-        return grouped
-    flat = (prefix + flat).upper()
-    names = {name.upper() for name in (os.environ if environ is None else environ)}
-    return flat if flat in names and grouped not in names else grouped
+    grouped = f"{prefix}{location[0]}__{location[1]}".upper()
+    if tuple(location[:2]) == STREAM_STORE_BACKEND_FIELD:
+        names = {name.upper() for name in (os.environ if environ is None else environ)}
+        if STREAM_STORE_BACKEND in names and grouped not in names:
+            return STREAM_STORE_BACKEND
+    return grouped

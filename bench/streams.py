@@ -258,7 +258,7 @@ def _http(tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
     env = dexlite_env(
         tmp,
         DEXLITE_REGISTRY="bench.streams:registry",
-        DEXLITE_STREAM_MAX_TOTAL_BYTES=str(1024 * 1024 * 1024),
+        DEXLITE_STREAM__MAX_TOTAL_BYTES=str(1024 * 1024 * 1024),
     )
     out: dict[str, Any] = {}
     with server("app.main:create_app", env, tmp) as srv:

@@ -99,8 +99,8 @@ class ServerProcess:
             PYTHONPATH=str(ROOT),
             # On PostgreSQL a killed server's work is taken over once its lease expires: short
             # leases keep the restarts of the tests quick.
-            DEXLITE_LEASE_SECONDS=str(TEST_LEASE_SECONDS),
-            DEXLITE_POLL_SECONDS=str(TEST_POLL_SECONDS),
+            DEXLITE_POSTGRES__LEASE_SECONDS=str(TEST_LEASE_SECONDS),
+            DEXLITE_POSTGRES__POLL_SECONDS=str(TEST_POLL_SECONDS),
             **self.extra_env,
         )
         return env

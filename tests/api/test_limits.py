@@ -30,22 +30,24 @@ async def test_each_limit_refuses_what_exceeds_it_and_takes_what_fits(make_clien
         fits = await client.post("/primitives/rpc/start", params={"flowId": "c" * 12})
         assert fits.status_code == 201, fits.text
         flow = "c" * 12
-        over(await client.get(f"/api/v1/flows/{'x' * 13}"), "flowId", "DEXLITE_MAX_ID_LENGTH")
+        over(
+            await client.get(f"/api/v1/flows/{'x' * 13}"), "flowId", "DEXLITE_LIMITS__MAX_ID_LENGTH"
+        )
         over(
             await client.get(f"/api/v1/flows/{flow}", params={"runId": "r" * 13}),
             "runId",
-            "DEXLITE_MAX_ID_LENGTH",
+            "DEXLITE_LIMITS__MAX_ID_LENGTH",
         )
         big = "v" * 80
         over(
             await client.post(f"/api/v1/flows/{flow}/rpcs/increment", json={"input": big}),
             "input",
-            "DEXLITE_MAX_VALUE_BYTES",
+            "DEXLITE_LIMITS__MAX_VALUE_BYTES",
         )
         over(
             await client.put(f"/api/v1/flows/{flow}/attributes", json={"values": {"counter": big}}),
             "values.counter",
-            "DEXLITE_MAX_VALUE_BYTES",
+            "DEXLITE_LIMITS__MAX_VALUE_BYTES",
         )
         over(
             await client.post(
@@ -53,7 +55,7 @@ async def test_each_limit_refuses_what_exceeds_it_and_takes_what_fits(make_clien
                 json={"flowType": "CounterFlow", "flowId": "s", "input": [big]},
             ),
             "input",
-            "DEXLITE_MAX_VALUE_BYTES",
+            "DEXLITE_LIMITS__MAX_VALUE_BYTES",
         )
         over(
             await client.post(
@@ -65,32 +67,32 @@ async def test_each_limit_refuses_what_exceeds_it_and_takes_what_fits(make_clien
                 },
             ),
             "options.initialAttributes.counter",
-            "DEXLITE_MAX_VALUE_BYTES",
+            "DEXLITE_LIMITS__MAX_VALUE_BYTES",
         )
         over(
             await client.get(
                 f"/api/v1/flows/{flow}/attributes", params=[("name", n) for n in "abc"]
             ),
             "name",
-            "DEXLITE_MAX_NAMES_PER_READ",
+            "DEXLITE_LIMITS__MAX_NAMES_PER_READ",
         )
         two = await client.get(f"/api/v1/flows/{flow}/attributes", params=[("name", "counter")] * 2)
         assert two.status_code == 200, two.text
         over(
             await client.get(f"/api/v1/flows/{flow}/history", params={"pageSize": 6}),
             "pageSize",
-            "DEXLITE_MAX_PAGE_SIZE",
+            "DEXLITE_LIMITS__MAX_PAGE_SIZE",
         )
         over(
             await client.get("/api/v1/flows", params={"pageSize": 6}),
             "pageSize",
-            "DEXLITE_MAX_PAGE_SIZE",
+            "DEXLITE_LIMITS__MAX_PAGE_SIZE",
         )
         assert (await client.get("/api/v1/flows", params={"pageSize": 5})).status_code == 200
         over(
             await client.get(f"/api/v1/flows/{flow}/result", params={"waitSeconds": 2}),
             "waitSeconds",
-            "DEXLITE_MAX_WAIT_SECONDS",
+            "DEXLITE_LIMITS__MAX_WAIT_SECONDS",
         )
         over(
             await client.post(
@@ -98,16 +100,16 @@ async def test_each_limit_refuses_what_exceeds_it_and_takes_what_fits(make_clien
                 json={"name": "counter", "value": 1, "waitSeconds": 2},
             ),
             "waitSeconds",
-            "DEXLITE_MAX_WAIT_SECONDS",
+            "DEXLITE_LIMITS__MAX_WAIT_SECONDS",
         )
         long_query = await client.get(
             "/api/v1/flows", params={"query": "FlowId = '" + "q" * 40 + "'"}
         )
         body = assert_problem(long_query, 400, "INVALID_QUERY", field="query")
-        assert body["limit"] == "DEXLITE_MAX_QUERY_LENGTH" and body["position"] == 40
+        assert body["limit"] == "DEXLITE_LIMITS__MAX_QUERY_LENGTH" and body["position"] == 40
         deep = await client.get("/api/v1/flows", params={"query": "(((FlowId = 'a')))"})
         body = assert_problem(deep, 400, "INVALID_QUERY", field="query")
-        assert body["limit"] == "DEXLITE_MAX_QUERY_DEPTH" and body["position"] == 2
+        assert body["limit"] == "DEXLITE_LIMITS__MAX_QUERY_DEPTH" and body["position"] == 2
         quoted = await client.get("/api/v1/flows", params={"query": "FlowId = '((('"})
         assert quoted.status_code == 200, quoted.text  # parentheses inside a string do not nest
 

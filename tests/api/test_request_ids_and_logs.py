@@ -36,7 +36,7 @@ def test_json_logs_name_the_request_and_the_flow_and_no_secret(tmp_path: Path) -
     env = {
         "DEXLITE_LOG_FORMAT": "json",
         "DEXLITE_API_TOKEN": SECRET_TOKEN,
-        "DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL",
+        "DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL",
     }
     auth = {"Authorization": f"Bearer {SECRET_TOKEN}"}
     with ServerProcess(tmp_path, env=env, log_level="info") as server:

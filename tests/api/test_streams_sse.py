@@ -51,7 +51,7 @@ async def test_events_follow_a_stream_live_resume_and_end_when_the_client_leaves
         tmp_path,
         env={
             "DEXLITE_REGISTRY": "tests.api.test_streams_sse:registry",
-            "DEXLITE_STREAM_EVENTS_MAX_SECONDS": "600",
+            "DEXLITE_STREAM__EVENTS_MAX_SECONDS": "600",
         },
         log_level="info",
     ).start()

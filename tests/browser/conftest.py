@@ -50,7 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Run the app in a uvicorn subprocess on a free port; yield its base URL."""
     tmp = tmp_path_factory.mktemp("playground-server")
     # The tests need no power-loss durability, and NORMAL keeps bulk setup fast.
-    with ServerProcess(tmp, env={"DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL"}) as process:
+    with ServerProcess(tmp, env={"DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL"}) as process:
         yield process.url
 
 

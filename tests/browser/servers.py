@@ -18,6 +18,6 @@ def serve_registry(tmp_path_factory: pytest.TempPathFactory, registry: str) -> I
     A module's ``server`` fixture yields from it to put the module's tests on that registry.
     """
     tmp = tmp_path_factory.mktemp("registry-server")
-    env = {"DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL", "DEXLITE_REGISTRY": registry}
+    env = {"DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL", "DEXLITE_REGISTRY": registry}
     with ServerProcess(tmp, env=env, serve=True) as process:
         yield process.url

@@ -21,7 +21,7 @@ from tests.support.waiting import wait_until
 #: A subprocess that takes longer has hung: the CLI's own long polls are shorter.
 RUN_SECONDS = 60.0
 #: The servers' settings: NORMAL keeps the commits quick (nothing here survives power loss).
-SERVER_ENV = {"DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL"}
+SERVER_ENV = {"DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL"}
 COLUMNS = re.compile(r" {2,}")
 
 

@@ -150,7 +150,7 @@ def test_serve_serves_the_api_on_the_given_host_and_port(tmp_path: Path) -> None
         {
             "DEXLITE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/dexlite.db",
             "DEXLITE_BLOB_DIR": str(tmp_path / "blobs"),
-            "DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL",
+            "DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL",
             "DEXLITE_PORT": "1",  # --port wins over the setting
         }
     )

@@ -43,7 +43,7 @@ def _settings(tmp_path: Path, port: int, **more: str) -> dict[str, str]:
         {
             "DEXLITE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/dexlite.db",
             "DEXLITE_BLOB_DIR": str(tmp_path / "blobs"),
-            "DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL",
+            "DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL",
             "DEXLITE_PORT": str(port),
             **more,
         }
@@ -127,7 +127,7 @@ def test_a_registry_that_does_not_load_is_one_line(tmp_path: Path, registry: str
     [
         ("DEXLITE_PORT", "eighty"),
         ("DEXLITE_STREAM__TRIM_WORKERS", "0"),  # a setting of a group
-        ("DEXLITE_STREAM_TRIM_WORKERS", "0"),  # the same by its flat name
+        ("DEXLITE_STREAM_STORE_BACKEND", "mongo"),  # the backend's other name
     ],
 )
 def test_a_setting_that_does_not_parse_is_one_line_naming_it(

@@ -34,9 +34,9 @@ REQUEST_LIMIT_BYTES = 64 * 1024
 MESSAGE_LIMIT_BYTES = 1024
 #: The settings of the server the contract tests drive: small limits make 413 and 429 cheap.
 SERVER_ENV = {
-    "DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL",
-    "DEXLITE_MAX_REQUEST_BYTES": str(REQUEST_LIMIT_BYTES),
-    "DEXLITE_STREAM_MAX_MESSAGE_BYTES": str(MESSAGE_LIMIT_BYTES),
+    "DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL",
+    "DEXLITE_LIMITS__MAX_REQUEST_BYTES": str(REQUEST_LIMIT_BYTES),
+    "DEXLITE_STREAM__MAX_MESSAGE_BYTES": str(MESSAGE_LIMIT_BYTES),
 }
 #: How long one request of the generated client may take (waitForFlow waits up to 60 s).
 REQUEST_TIMEOUT_SECONDS = 30.0

@@ -40,9 +40,9 @@ API_TOKEN = "contract-test-token"
 def guarded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """Run a server that requires a bearer token and has its Stream Store disabled."""
     env = {
-        "DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL",
+        "DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL",
         "DEXLITE_API_TOKEN": API_TOKEN,
-        "DEXLITE_STREAM_STORE_BACKEND": "disabled",
+        "DEXLITE_STREAM__BACKEND": "disabled",
     }
     with ServerProcess(tmp_path_factory.mktemp("guarded-server"), env=env) as running:
         yield running

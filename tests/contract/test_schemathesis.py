@@ -38,7 +38,7 @@ MAX_EXAMPLES = 20
 
 
 def test_schemathesis_finds_no_failure(tmp_path: Path) -> None:
-    env = {"DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL", "DEXLITE_STREAM_EVENTS_MAX_SECONDS": "1"}
+    env = {"DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL", "DEXLITE_STREAM__EVENTS_MAX_SECONDS": "1"}
     with ServerProcess(tmp_path, env=env) as server:
         command = [
             str(SCHEMATHESIS),

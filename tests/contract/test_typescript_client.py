@@ -101,7 +101,7 @@ def test_generated_client_type_checks(client_dir: Path) -> None:
 def test_generated_client_drives_a_live_server(client_dir: Path, tmp_path: Path) -> None:
     """The contract script passes under Node's test runner against a real server."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEXLITE_")}
-    with ServerProcess(tmp_path, env={"DEXLITE_SQLITE_SYNCHRONOUS": "NORMAL"}) as server:
+    with ServerProcess(tmp_path, env={"DEXLITE_SQLITE__SYNCHRONOUS": "NORMAL"}) as server:
         env["DEXLITE_URL"] = server.url
         command = [
             "node",

@@ -16,8 +16,7 @@ from typing import Any
 import yaml
 
 import engine
-from app.flat_settings import FLAT_NAMES
-from app.settings import GROUPS, Settings
+from app.settings import GROUPS, STREAM_STORE_BACKEND, Settings
 from tests.support.backends import backend_independent
 
 pytestmark = backend_independent("the documentation, not the database")
@@ -117,19 +116,54 @@ def test_every_public_engine_name_has_an_api_reference_entry() -> None:
     assert sorted(documented - set(engine.__all__) - {"testing"}) == []
 
 
-def test_every_setting_is_in_the_settings_table() -> None:
-    """Every setting by its name (a grouped one's ``DEXLITE_<GROUP>__<NAME>``), and every flat
-    name a grouped setting still answers to."""
-    operating = (DOCS / "guides" / "operating.md").read_text()
+def _setting_variables() -> list[str]:
+    """Every setting's variable: ``DEXLITE_<NAME>``, a grouped one's ``DEXLITE_<GROUP>__<NAME>``."""
     names = [name for name in Settings.model_fields if name not in GROUPS]
     names += [
         f"{group}__{field}" for group, model in GROUPS.items() for field in model.model_fields
     ]
-    names += list(FLAT_NAMES)
-    missing = [
-        f"DEXLITE_{name.upper()}" for name in names if f"`DEXLITE_{name.upper()}`" not in operating
-    ]
+    return [f"DEXLITE_{name.upper()}" for name in names]
+
+
+#: The variables the docs name that are no server settings: the client commands' server, and
+#: the test suite's and CI's switches.
+NOT_SETTINGS = {
+    "DEXLITE_URL",
+    "DEXLITE_TEST_BACKEND",
+    "DEXLITE_TEST_POSTGRES",
+    "DEXLITE_TEST_FORK_SERVERS",
+    "DEXLITE_REQUIRE_POSTGRES",
+    "DEXLITE_BROWSER_ARTIFACTS",
+}
+#: A whole variable name; ``DEXLITE_LIMITS__MAX_*`` and ``DEXLITE_<GROUP>__<NAME>`` are patterns.
+VARIABLE = re.compile(r"\bDEXLITE_[A-Z0-9_]+\b(?![*<])")
+
+
+def test_every_setting_is_in_the_settings_table() -> None:
+    """Every setting by its name (a grouped one's ``DEXLITE_<GROUP>__<NAME>``), and the Stream
+    Store backend's other name."""
+    operating = (DOCS / "guides" / "operating.md").read_text()
+    names = [*_setting_variables(), STREAM_STORE_BACKEND]
+    missing = [name for name in names if f"`{name}`" not in operating]
     assert missing == []
+
+
+def test_the_docs_name_settings_only_by_their_names() -> None:
+    """No page names a variable that sets nothing, such as a grouped setting's flat name from
+    before the groups (``DEXLITE_DATABASE_POOL_SIZE`` for ``DEXLITE_POSTGRES__POOL_SIZE``)."""
+    known = {*_setting_variables(), STREAM_STORE_BACKEND, *NOT_SETTINGS}
+    unknown = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in [*_markdown_pages(), ROOT / "README.md", ROOT / "bench" / "README.md"]
+        for name in VARIABLE.findall(path.read_text())
+        if name not in known
+    ]
+    assert unknown == []
+
+
+def test_the_variable_pattern_finds_whole_names_only() -> None:
+    text = "`DEXLITE_MAX_PAGE_SIZE`, DEXLITE_LIMITS__MAX_* and `DEXLITE_<GROUP>__<NAME>`"
+    assert VARIABLE.findall(text) == ["DEXLITE_MAX_PAGE_SIZE"]
 
 
 def test_every_rest_operation_is_in_the_rest_reference() -> None:

@@ -69,7 +69,7 @@ def _environment(directory: Path, port: int) -> dict[str, str]:
         DEXLITE_PORT=str(port),
         DEXLITE_DATABASE_URL=f"sqlite+aiosqlite:///{directory}/tour.db",
         DEXLITE_BLOB_DIR=str(directory / "blobs"),
-        DEXLITE_SQLITE_SYNCHRONOUS="NORMAL",
+        DEXLITE_SQLITE__SYNCHRONOUS="NORMAL",
     )
     return env
 

@@ -1,6 +1,7 @@
-"""Server settings reach the EngineConfig, the Stream Store and the request limits: by their
-grouped names (``DEXLITE_STREAM__BACKEND``) and by every name the settings had before the groups
-(``DEXLITE_STREAM_STORE_BACKEND``), with the engine's defaults."""
+"""Server settings reach the EngineConfig, the Stream Store and the request limits: each by its
+name, ``DEXLITE_<NAME>`` or in a group ``DEXLITE_<GROUP>__<NAME>`` (``DEXLITE_STREAM__BACKEND``),
+and the Stream Store backend by ``DEXLITE_STREAM_STORE_BACKEND`` too, with the engine's
+defaults. The flat names the grouped settings had before the groups set nothing."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from app.flat_settings import FLAT_NAMES
 from app.limits import Limits
 from app.main import config_from_settings
 from app.settings import (
@@ -28,76 +28,95 @@ from app.settings import (
 )
 from engine import EngineConfig, StreamStoreConfig
 
-#: Every setting as the old, flat Settings named it (``DEXLITE_<NAME>``), a value other than its
-#: default, where the value arrives (``config``: the EngineConfig, ``limits``: the Limits,
-#: ``settings``: the Settings) and what arrives there.
-FLAT: list[tuple[str, str, str, Any]] = [
-    ("database_url", "sqlite+aiosqlite:///o.db", "config.database_url", "sqlite+aiosqlite:///o.db"),
-    ("blob_dir", "/var/blobs", "config.blob_dir", "/var/blobs"),
-    ("host", "0.0.0.0", "settings.host", "0.0.0.0"),
-    ("port", "9001", "settings.port", 9001),
-    ("api_token", "t0ken", "settings.api_token", "t0ken"),
-    ("cors_origins", '["https://a.example"]', "settings.cors_origins", ["https://a.example"]),
-    ("remote_url", "http://engine:8000", "settings.remote_url", "http://engine:8000"),
-    ("remote_token", "r3mote", "settings.remote_token", "r3mote"),
-    ("sqlite_synchronous", "EXTRA", "config.sqlite_synchronous", "EXTRA"),
-    ("step_threads", "3", "config.step_threads", 3),
-    ("rpc_threads", "4", "config.rpc_threads", 4),
-    ("shutdown_timeout_seconds", "2.5", "settings.shutdown_timeout_seconds", 2.5),
-    ("max_request_bytes", "4096", "limits.max_request_bytes", 4096),
-    ("max_id_length", "64", "limits.max_id_length", 64),
-    ("max_value_bytes", "2048", "limits.max_value_bytes", 2048),
-    ("max_query_length", "100", "limits.max_query_length", 100),
-    ("max_query_depth", "3", "limits.max_query_depth", 3),
-    ("max_names_per_read", "7", "limits.max_names_per_read", 7),
-    ("max_page_size", "50", "limits.max_page_size", 50),
-    ("max_wait_seconds", "5", "limits.max_wait_seconds", 5.0),
-    ("log_format", "json", "settings.log_format", "json"),
-    ("log_level", "debug", "settings.log_level", "debug"),
-    ("registry", "orders:registry", "settings.registry", "orders:registry"),
-    ("retention_days", "2", "config.retention", timedelta(days=2)),
-    ("default_rpc_timeout_seconds", "86400", "config.default_rpc_timeout", timedelta(days=1)),
-    ("transactional_rpcs", "true", "config.transactional_rpcs", True),
-    ("database_pool_size", "5", "config.database_pool_size", 5),
-    ("database_connect_timeout", "1.5", "config.database_connect_timeout", 1.5),
-    ("database_pool_timeout", "2.5", "config.database_pool_timeout", 2.5),
-    ("database_statement_timeout", "0", "config.database_statement_timeout", 0.0),
-    ("database_lock_timeout", "3", "config.database_lock_timeout", 3.0),
-    ("lease_seconds", "5", "config.lease_seconds", 5.0),
-    ("poll_seconds", "0.5", "config.poll_seconds", 0.5),
-    ("lock_retry_seconds", "0", "settings.lock_retry_seconds", 0.0),
-    ("gc_tuning", "false", "settings.gc_tuning", False),
-    ("gc_thresholds", "[1000, 5, 6]", "settings.gc_thresholds", (1000, 5, 6)),
-    ("state_cache_bytes", "0", "config.state_cache_bytes", 0),
-    ("change_log", "false", "config.change_log", False),
-    ("fast_path", "false", "settings.fast_path", False),
-    ("stream_store_backend", "redis", "config.streams.backend", "redis"),
+#: Every setting by its environment variable, a value other than its default, where the value
+#: arrives (``config``: the EngineConfig, ``limits``: the Limits, ``settings``: the Settings)
+#: and what arrives there.
+NAMED: list[tuple[str, str, str, Any]] = [
+    ("DATABASE_URL", "sqlite+aiosqlite:///o.db", "config.database_url", "sqlite+aiosqlite:///o.db"),
+    ("BLOB_DIR", "/var/blobs", "config.blob_dir", "/var/blobs"),
+    ("HOST", "0.0.0.0", "settings.host", "0.0.0.0"),
+    ("PORT", "9001", "settings.port", 9001),
+    ("API_TOKEN", "t0ken", "settings.api_token", "t0ken"),
+    ("CORS_ORIGINS", '["https://a.example"]', "settings.cors_origins", ["https://a.example"]),
+    ("REMOTE_URL", "http://engine:8000", "settings.remote_url", "http://engine:8000"),
+    ("REMOTE_TOKEN", "r3mote", "settings.remote_token", "r3mote"),
+    ("STEP_THREADS", "3", "config.step_threads", 3),
+    ("RPC_THREADS", "4", "config.rpc_threads", 4),
+    ("SHUTDOWN_TIMEOUT_SECONDS", "2.5", "settings.shutdown_timeout_seconds", 2.5),
+    ("LOG_FORMAT", "json", "settings.log_format", "json"),
+    ("LOG_LEVEL", "debug", "settings.log_level", "debug"),
+    ("REGISTRY", "orders:registry", "settings.registry", "orders:registry"),
+    ("RETENTION_DAYS", "2", "config.retention", timedelta(days=2)),
+    ("DEFAULT_RPC_TIMEOUT_SECONDS", "86400", "config.default_rpc_timeout", timedelta(days=1)),
+    ("TRANSACTIONAL_RPCS", "true", "config.transactional_rpcs", True),
+    ("LOCK_RETRY_SECONDS", "0", "settings.lock_retry_seconds", 0.0),
+    ("GC_TUNING", "false", "settings.gc_tuning", False),
+    ("GC_THRESHOLDS", "[1000, 5, 6]", "settings.gc_thresholds", (1000, 5, 6)),
+    ("CHANGE_LOG", "false", "config.change_log", False),
+    ("FAST_PATH", "false", "settings.fast_path", False),
+    ("SQLITE__SYNCHRONOUS", "EXTRA", "config.sqlite_synchronous", "EXTRA"),
+    ("SQLITE__STATE_CACHE_BYTES", "0", "config.state_cache_bytes", 0),
+    ("SQLITE__COMMIT_BATCH", "1", "config.max_commit_batch", 1),
+    ("SQLITE__READS_ON_LOOP", "false", "config.reads_on_loop", False),
+    ("SQLITE__PREPARED_STATEMENTS", "false", "config.prepared_statements", False),
+    ("SQLITE__EARLY_LOCK_RELEASE", "false", "config.early_lock_release", False),
+    ("SQLITE__VALUE_HAND_ON", "false", "config.value_hand_on", False),
+    ("POSTGRES__POOL_SIZE", "5", "config.database_pool_size", 5),
+    ("POSTGRES__CONNECT_TIMEOUT", "1.5", "config.database_connect_timeout", 1.5),
+    ("POSTGRES__POOL_TIMEOUT", "2.5", "config.database_pool_timeout", 2.5),
+    ("POSTGRES__STATEMENT_TIMEOUT", "0", "config.database_statement_timeout", 0.0),
+    ("POSTGRES__LOCK_TIMEOUT", "3", "config.database_lock_timeout", 3.0),
+    ("POSTGRES__GROUP_COMMITS", "false", "config.group_commits", False),
+    ("POSTGRES__GROUP_READS", "false", "config.group_reads", False),
+    ("POSTGRES__LEASE_SECONDS", "5", "config.lease_seconds", 5.0),
+    ("POSTGRES__POLL_SECONDS", "0.5", "config.poll_seconds", 0.5),
+    ("STREAM__BACKEND", "redis", "config.streams.backend", "redis"),
     (
-        "stream_redis_url",
+        "STREAM__REDIS_URL",
         "redis://cache:6380/2",
         "config.streams.redis_url",
         "redis://cache:6380/2",
     ),
     (
-        "stream_postgres_url",
+        "STREAM__POSTGRES_URL",
         "postgresql://db/s",
         "config.streams.postgres_url",
         "postgresql://db/s",
     ),
-    ("stream_namespace", "tenant-a", "config.streams.namespace", "tenant-a"),
-    ("stream_default_capacity_bytes", "1000", "config.streams.default_capacity_bytes", 1000),
-    ("stream_max_capacity_bytes", "2000", "config.streams.max_capacity_bytes", 2000),
-    ("stream_max_message_bytes", "300", "config.streams.max_message_bytes", 300),
-    ("stream_max_total_bytes", "4000", "config.streams.max_total_bytes", 4000),
-    ("stream_message_overhead_bytes", "0", "config.streams.message_overhead_bytes", 0),
-    ("stream_trim_trigger_ratio", "0.95", "config.streams.trim_trigger_ratio", 0.95),
-    ("stream_trim_target_ratio", "0.5", "config.streams.trim_target_ratio", 0.5),
-    ("stream_trim_workers", "2", "config.streams.trim_workers", 2),
-    ("stream_max_read_messages", "10", "config.streams.max_read_messages", 10),
-    ("stream_events_max_seconds", "0.5", "settings.stream.events_max_seconds", 0.5),
+    ("STREAM__NAMESPACE", "tenant-a", "config.streams.namespace", "tenant-a"),
+    ("STREAM__DEFAULT_CAPACITY_BYTES", "1000", "config.streams.default_capacity_bytes", 1000),
+    ("STREAM__MAX_CAPACITY_BYTES", "2000", "config.streams.max_capacity_bytes", 2000),
+    ("STREAM__MAX_MESSAGE_BYTES", "300", "config.streams.max_message_bytes", 300),
+    ("STREAM__MAX_TOTAL_BYTES", "4000", "config.streams.max_total_bytes", 4000),
+    ("STREAM__MESSAGE_OVERHEAD_BYTES", "0", "config.streams.message_overhead_bytes", 0),
+    ("STREAM__TRIM_TRIGGER_RATIO", "0.95", "config.streams.trim_trigger_ratio", 0.95),
+    ("STREAM__TRIM_TARGET_RATIO", "0.5", "config.streams.trim_target_ratio", 0.5),
+    ("STREAM__TRIM_WORKERS", "2", "config.streams.trim_workers", 2),
+    ("STREAM__MAX_READ_MESSAGES", "10", "config.streams.max_read_messages", 10),
+    ("STREAM__EVENTS_MAX_SECONDS", "0.5", "settings.stream.events_max_seconds", 0.5),
+    ("LIMITS__MAX_REQUEST_BYTES", "4096", "limits.max_request_bytes", 4096),
+    ("LIMITS__MAX_ID_LENGTH", "64", "limits.max_id_length", 64),
+    ("LIMITS__MAX_VALUE_BYTES", "2048", "limits.max_value_bytes", 2048),
+    ("LIMITS__MAX_QUERY_LENGTH", "100", "limits.max_query_length", 100),
+    ("LIMITS__MAX_QUERY_DEPTH", "3", "limits.max_query_depth", 3),
+    ("LIMITS__MAX_NAMES_PER_READ", "7", "limits.max_names_per_read", 7),
+    ("LIMITS__MAX_PAGE_SIZE", "50", "limits.max_page_size", 50),
+    ("LIMITS__MAX_WAIT_SECONDS", "5", "limits.max_wait_seconds", 5.0),
 ]
-#: The grouped settings' flat names, for the grouped names of the same settings.
-GROUPED = [case for case in FLAT if case[0] in FLAT_NAMES]
+
+#: Flat names that grouped settings had before the groups, each with a value it would set:
+#: ``DEXLITE_POSTGRES__POOL_SIZE`` was ``DEXLITE_DATABASE_POOL_SIZE``, and so on. (``OFF`` is
+#: no synchronous mode the setting takes: read, it would be refused.)
+RETIRED: list[tuple[str, str]] = [
+    ("DEXLITE_DATABASE_POOL_SIZE", "7"),
+    ("DEXLITE_LEASE_SECONDS", "5"),
+    ("DEXLITE_SQLITE_SYNCHRONOUS", "OFF"),
+    ("DEXLITE_STATE_CACHE_BYTES", "0"),
+    ("DEXLITE_STREAM_NAMESPACE", "tenant-a"),
+    ("DEXLITE_STREAM_MAX_TOTAL_BYTES", "4000"),
+    ("DEXLITE_MAX_PAGE_SIZE", "50"),
+    ("DEXLITE_MAX_REQUEST_BYTES", "4096"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -109,19 +128,21 @@ def _no_dexlite_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _arrived(settings: Settings, where: str) -> Any:
-    """Return what ``settings`` put at ``where`` (see FLAT)."""
+    """Return what ``settings`` put at ``where`` (see NAMED)."""
     places = SimpleNamespace(
         config=config_from_settings(settings), limits=settings.limits.to_limits(), settings=settings
     )
     return attrgetter(where)(places)
 
 
-def test_the_flat_names_are_every_setting_the_flat_settings_had() -> None:
-    top_level = set(Settings.model_fields) - set(GROUPS)
-    assert sorted(name for name, *_ in FLAT) == sorted(top_level | set(FLAT_NAMES))
-    grouped = {(group, field) for group, model in GROUPS.items() for field in model.model_fields}
-    assert set(FLAT_NAMES.values()) <= grouped
-    assert len(set(FLAT_NAMES.values())) == len(FLAT_NAMES)  # one flat name per setting
+def test_the_table_names_every_setting() -> None:
+    top_level = [name.upper() for name in Settings.model_fields if name not in GROUPS]
+    grouped = [
+        f"{group}__{field}".upper()
+        for group, model in GROUPS.items()
+        for field in model.model_fields
+    ]
+    assert sorted(name for name, *_ in NAMED) == sorted(top_level + grouped)
 
 
 def test_every_database_setting_reaches_the_engine() -> None:
@@ -129,24 +150,13 @@ def test_every_database_setting_reaches_the_engine() -> None:
         assert len(engine_fields(group())) == len(group.model_fields), group
 
 
-@pytest.mark.parametrize(("flat", "value", "where", "expected"), FLAT, ids=[c[0] for c in FLAT])
-def test_every_flat_name_still_sets_its_setting(
-    monkeypatch: pytest.MonkeyPatch, flat: str, value: str, where: str, expected: Any
+@pytest.mark.parametrize(("name", "value", "where", "expected"), NAMED, ids=[c[0] for c in NAMED])
+def test_every_setting_is_set_by_its_name(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, where: str, expected: Any
 ) -> None:
     before = _arrived(Settings(), where)
     assert before != expected  # the value is not the default
-    monkeypatch.setenv(f"DEXLITE_{flat.upper()}", value)
-    assert _arrived(Settings(), where) == expected
-
-
-@pytest.mark.parametrize(
-    ("flat", "value", "where", "expected"), GROUPED, ids=[c[0] for c in GROUPED]
-)
-def test_every_grouped_name_sets_its_setting(
-    monkeypatch: pytest.MonkeyPatch, flat: str, value: str, where: str, expected: Any
-) -> None:
-    group, field = FLAT_NAMES[flat]
-    monkeypatch.setenv(f"DEXLITE_{group.upper()}__{field.upper()}", value)
+    monkeypatch.setenv(f"DEXLITE_{name}", value)
     assert _arrived(Settings(), where) == expected
 
 
@@ -162,10 +172,41 @@ def test_grouped_names_by_example(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.limits.to_limits().max_page_size == 10
 
 
-def test_the_grouped_name_wins_over_the_flat_one(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("variable", "value"), RETIRED, ids=[c[0] for c in RETIRED])
+def test_a_flat_name_of_a_grouped_setting_sets_nothing(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    default = Settings()
+    monkeypatch.setenv(variable, value)
+    assert Settings() == default
+
+
+def test_dexlite_database_pool_size_leaves_the_pool_size_at_its_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DEXLITE_DATABASE_POOL_SIZE", "7")
+    settings = Settings()
+    assert settings.postgres.pool_size == 20
+    assert config_from_settings(settings).database_pool_size == 20
+
+
+@pytest.mark.parametrize(
+    "variable", ["DEXLITE_STREAM_STORE_BACKEND", "dexlite_stream_store_backend"]
+)
+def test_the_stream_store_backend_is_set_by_its_fixed_name_too(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    monkeypatch.setenv(variable, "redis")
+    assert config_from_settings(Settings()).streams.backend == "redis"
+
+
+def test_the_grouped_stream_store_backend_wins_over_its_fixed_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("DEXLITE_STREAM_STORE_BACKEND", "redis")
+    monkeypatch.setenv("DEXLITE_STREAM__NAMESPACE", "tenant-a")  # the group's others still count
+    assert (Settings().stream.backend, Settings().stream.namespace) == ("redis", "tenant-a")
     monkeypatch.setenv("DEXLITE_STREAM__BACKEND", "disabled")
-    monkeypatch.setenv("DEXLITE_STREAM_NAMESPACE", "tenant-a")  # the group's others still count
     assert (Settings().stream.backend, Settings().stream.namespace) == ("disabled", "tenant-a")
 
 
@@ -173,7 +214,7 @@ def test_settings_given_in_python_win_over_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DEXLITE_STREAM_STORE_BACKEND", "redis")
-    monkeypatch.setenv("DEXLITE_LEASE_SECONDS", "5")
+    monkeypatch.setenv("DEXLITE_POSTGRES__LEASE_SECONDS", "5")
     settings = Settings(stream=StreamSettings(backend="disabled"))
     assert (settings.stream.backend, settings.postgres.lease_seconds) == ("disabled", 5.0)
 
@@ -196,12 +237,12 @@ def test_the_defaults_are_the_engines() -> None:
         ("DEXLITE_DEFAULT_RPC_TIMEOUT_SECONDS", "0", "default_rpc_timeout_seconds"),
         ("DEXLITE_DEFAULT_RPC_TIMEOUT_SECONDS", "-1", "default_rpc_timeout_seconds"),
         ("DEXLITE_STREAM__TRIM_WORKERS", "0", "stream.trim_workers"),
-        ("DEXLITE_STREAM_TRIM_WORKERS", "0", "stream.trim_workers"),
+        ("DEXLITE_STREAM__BACKEND", "mongo", "stream.backend"),
         ("DEXLITE_STREAM_STORE_BACKEND", "mongo", "stream.backend"),
-        ("DEXLITE_SQLITE_SYNCHRONOUS", "OFF", "sqlite.synchronous"),
+        ("DEXLITE_SQLITE__SYNCHRONOUS", "OFF", "sqlite.synchronous"),
         ("DEXLITE_POSTGRES__LEASE_SECONDS", "0", "postgres.lease_seconds"),
-        ("DEXLITE_DATABASE_POOL_SIZE", "many", "postgres.pool_size"),
-        ("DEXLITE_MAX_PAGE_SIZE", "1001", "limits.max_page_size"),
+        ("DEXLITE_POSTGRES__POOL_SIZE", "many", "postgres.pool_size"),
+        ("DEXLITE_LIMITS__MAX_PAGE_SIZE", "1001", "limits.max_page_size"),
         ("DEXLITE_LIMITS__MAX_REQUEST_BYTES", "10", "limits.max_request_bytes"),
     ],
 )
@@ -219,10 +260,13 @@ def test_a_bad_value_is_refused_naming_the_setting(
 def test_a_variable_is_named_as_it_was_set() -> None:
     where = ("stream", "backend")
     assert variable_of(where, environ={}) == "DEXLITE_STREAM__BACKEND"
-    flat = {"DEXLITE_STREAM_STORE_BACKEND": "x"}
-    assert variable_of(where, environ=flat) == "DEXLITE_STREAM_STORE_BACKEND"
-    both = {**flat, "DEXLITE_STREAM__BACKEND": "y"}
+    fixed = {"DEXLITE_STREAM_STORE_BACKEND": "x"}
+    assert variable_of(where, environ=fixed) == "DEXLITE_STREAM_STORE_BACKEND"
+    both = {**fixed, "DEXLITE_STREAM__BACKEND": "y"}
     assert variable_of(where, environ=both) == "DEXLITE_STREAM__BACKEND"
+    # A flat name of another grouped setting is no name of it.
+    retired = {"DEXLITE_STREAM_NAMESPACE": "x"}
+    assert variable_of(("stream", "namespace"), environ=retired) == "DEXLITE_STREAM__NAMESPACE"
     assert variable_of(("port",), environ={}) == "DEXLITE_PORT"
     assert variable_of(("stream",), environ={}) == "DEXLITE_STREAM"
 
