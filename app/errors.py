@@ -11,9 +11,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
 
 import engine
+from app.fastapi_internals import UNPARSEABLE_BODY, allowed_methods
 from app.problems import TITLES, base_status, type_uri
 
 log = logging.getLogger("dexlite.api")
@@ -105,7 +105,7 @@ def install_error_handlers(app: FastAPI) -> None:
             413: "PAYLOAD_TOO_LARGE",
             503: "UNAVAILABLE",
         }.get(exc.status_code, "HTTP_ERROR")
-        if exc.status_code == 400 and exc.detail == _UNPARSEABLE_BODY:
+        if exc.status_code == 400 and exc.detail == UNPARSEABLE_BODY:
             # FastAPI answers a body json cannot even decode (not UTF-8, nested too deeply)
             # with a bare 400, while a malformed one is 422: one rule for both.
             return _invalid_json()
@@ -113,7 +113,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:
             # Each method of a path is its own route, and the router names only the first
             # route's methods: name every method the path answers.
-            headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
         return problem(exc.status_code, code, str(exc.detail), headers=headers)
 
     @app.exception_handler(UnicodeEncodeError)
@@ -153,8 +153,6 @@ _CAMEL_CASE_HINT_END = " instead"
 #: pydantic's error types for a body that is not an object (a string, when it was not JSON).
 _NOT_AN_OBJECT = frozenset({"model_attributes_type", "dict_type", "model_type"})
 
-# What FastAPI says when reading the body failed other than by a JSONDecodeError.
-_UNPARSEABLE_BODY = "There was an error parsing the body"
 _UNPARSEABLE_MESSAGE = "the body cannot be read as JSON (it is not UTF-8, or nests too deeply)"
 
 
@@ -165,22 +163,6 @@ def _invalid_json() -> JSONResponse:
         "type": "json_invalid",
     }
     return problem(422, "VALIDATION_ERROR", f"body: {_UNPARSEABLE_MESSAGE}", errors=[error])
-
-
-_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-
-
-def _allowed_methods(request: Request) -> list[str]:
-    """Return every method some route of the app answers on the request's path (asked of the
-    router itself, method by method, so included routers count too)."""
-    routes = request.app.router.routes
-    return [
-        method
-        for method in _METHODS
-        if any(
-            route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes
-        )
-    ]
 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -21,32 +21,39 @@ produces is FastAPI's own, and a request that passes is answered as FastAPI answ
 is done before the endpoint that FastAPI would not do (the dependencies here are pure).
 
 What the routes look like after ``include_router`` (their effective dependencies, paths and
-response fields) is read from FastAPI's included-router objects, which are not public API:
-the version is pinned in pyproject.toml, and a test fails if the hot routes stop compiling.
+response fields), and the FastAPI functions used above, are not public API: this module reads
+and calls them only through ``app/fastapi_internals.py``, whose contract test names what a new
+FastAPI changed; the version is pinned in pyproject.toml, and a test fails if the hot routes
+stop compiling.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, params
-from fastapi.datastructures import DefaultPlaceholder
-from fastapi.dependencies.models import Dependant
-from fastapi.dependencies.utils import request_params_to_args
+from fastapi import FastAPI
 from fastapi.exceptions import ResponseValidationError
 from fastapi.routing import APIRoute
-from fastapi.utils import is_body_allowed_for_status_code
-from starlette.concurrency import run_in_threadpool
-from starlette.convertors import StringConvertor
+from starlette.convertors import Convertor, StringConvertor
 from starlette.datastructures import QueryParams
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.fastapi_internals import (
+    CallSpec,
+    EffectiveRoute,
+    ExceptionHandlers,
+    Field,
+    body_allowed,
+    effective_routes,
+    takes_plain_str,
+    validate_params,
+)
 
 #: The methods served here; HEAD (which answers without a body) is left to FastAPI.
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "PATCH"})
@@ -83,17 +90,20 @@ class _CompiledRoute:
     """What answering one route takes, read from its effective FastAPI route."""
 
     route: APIRoute
-    param_convertors: dict[str, Any]
-    dependant: Dependant
+    path: str
+    endpoint: Callable[..., Any]
+    param_convertors: dict[str, Convertor[Any]]
+    spec: CallSpec
+    call: Callable[..., Awaitable[Any]]
     dependencies: tuple[_Dependency, ...]
     #: (parameter, path name) of each path parameter when all are plain ``str`` (taken as they
     #: are, which is all FastAPI's validation does to them); None otherwise.
     plain_path: tuple[tuple[str, str], ...] | None
     #: The body parameter's field (one, not embedded), or None.
-    body_field: Any
+    body_field: Field | None
     status_code: int | None
-    response_field: Any
-    serialize: dict[str, Any]
+    response_field: Field
+    serialize: Mapping[str, Any]
 
 
 class FastPath:
@@ -108,12 +118,12 @@ class FastPath:
         self._fastapi = fastapi_app
         self._enabled = enabled
         self._candidates: list[_Candidate] | None = None
-        self._handlers: tuple[dict[Any, Any], dict[int, Any]] | None = None
+        self._handlers: ExceptionHandlers | None = None
 
     def compiled_paths(self) -> list[tuple[str, frozenset[str]]]:
         """Return the path and methods of every route served here (for tests)."""
         return [
-            (c.compiled.route.path, c.methods or frozenset())
+            (c.compiled.path, c.methods or frozenset())
             for c in self._routes()
             if c.compiled is not None
         ]
@@ -158,7 +168,7 @@ class FastPath:
         send: Send,
         received: list[Message],
     ) -> None:
-        dependant = compiled.dependant
+        spec = compiled.spec
         path_params = {
             key: compiled.param_convertors[key].convert(value)
             for key, value in match.groupdict().items()
@@ -166,13 +176,11 @@ class FastPath:
         if compiled.plain_path is not None:
             values = {name: path_params[alias] for name, alias in compiled.plain_path}
         else:
-            values, errors = request_params_to_args(dependant.path_params, path_params)
+            values, errors = validate_params(spec.path_params, path_params)
             if errors:
                 raise _Fallback
-        if dependant.query_params:
-            query, errors = request_params_to_args(
-                dependant.query_params, QueryParams(scope["query_string"])
-            )
+        if spec.query_params:
+            query, errors = validate_params(spec.query_params, QueryParams(scope["query_string"]))
             if errors:
                 raise _Fallback
             values.update(query)
@@ -187,7 +195,7 @@ class FastPath:
         # The route is chosen: from here on, the request is answered here.
         route = compiled.route
         scope["path_params"] = {**scope.get("path_params", {}), **path_params}
-        scope["endpoint"] = route.endpoint
+        scope["endpoint"] = compiled.endpoint
         scope["route"] = route
         request = Request(scope, _replaying(received, receive), send)
         try:
@@ -199,7 +207,7 @@ class FastPath:
     async def _respond(
         self, compiled: _CompiledRoute, request: Request, values: dict[str, Any]
     ) -> Response:
-        dependant = compiled.dependant
+        spec = compiled.spec
         solved: dict[Callable[..., Any], Any] = {}
         for dependency in compiled.dependencies:
             if dependency.call in solved:
@@ -209,16 +217,15 @@ class FastPath:
                 result = solved[dependency.call] = await dependency.call(**args)
             if dependency.name is not None:
                 values[dependency.name] = result
-        if dependant.request_param_name:
-            values[dependant.request_param_name] = request
+        if spec.request_param:
+            values[spec.request_param] = request
         sub_response: Response | None = None
-        if dependant.response_param_name:
+        if spec.response_param:
             sub_response = Response()
             del sub_response.headers["content-length"]
             sub_response.status_code = None  # type: ignore[assignment]
-            values[dependant.response_param_name] = sub_response
-        assert dependant.call is not None
-        raw = await dependant.call(**values)
+            values[spec.response_param] = sub_response
+        raw = await compiled.call(**values)
         if isinstance(raw, Response):
             return raw
         field = compiled.response_field
@@ -231,7 +238,7 @@ class FastPath:
             status = sub_response.status_code
         kwargs: dict[str, Any] = {} if status is None else {"status_code": status}
         response = Response(content=content, media_type="application/json", **kwargs)
-        if not is_body_allowed_for_status_code(response.status_code):
+        if not body_allowed(response.status_code):
             response.body = b""
         if sub_response is not None:
             response.headers.raw.extend(sub_response.headers.raw)
@@ -239,165 +246,85 @@ class FastPath:
 
     async def _handle(self, request: Request, exc: Exception) -> Response:
         """Answer ``exc`` with the handler the app's exception middleware would use."""
-        by_class, by_status = self._exception_handlers()
-        handler = None
-        if isinstance(exc, StarletteHTTPException):
-            handler = by_status.get(exc.status_code)
-        if handler is None:
-            handler = next((by_class[c] for c in type(exc).__mro__ if c in by_class), None)
-        if handler is None:
-            raise exc
-        if inspect.iscoroutinefunction(handler):
-            response: Response = await handler(request, exc)
-        else:
-            response = await run_in_threadpool(handler, request, exc)
-        return response
-
-    def _exception_handlers(self) -> tuple[dict[Any, Any], dict[int, Any]]:
         if self._handlers is None:
-            # As Starlette builds its exception middleware: 500 and Exception go to the
-            # server-error middleware outside, which answers and re-raises for the server log.
-            handlers = {
-                key: handler
-                for key, handler in self._fastapi.exception_handlers.items()
-                if key not in (500, Exception)
-            }
-            self._handlers = (
-                {k: v for k, v in handlers.items() if not isinstance(k, int)},
-                {k: v for k, v in handlers.items() if isinstance(k, int)},
-            )
-        return self._handlers
+            self._handlers = ExceptionHandlers(self._fastapi)
+        return await self._handlers.answer(request, exc)
 
     def _routes(self) -> list[_Candidate]:
         if self._candidates is None:
             self._candidates = [
                 _Candidate(
-                    path_regex=context.path_regex,
-                    methods=None if context.methods is None else frozenset(context.methods),
-                    compiled=_compile(context),
-                    prefix=_literal_prefix(context),
+                    path_regex=route.path_regex,
+                    methods=route.methods,
+                    compiled=_compile(route),
+                    prefix=_literal_prefix(route),
                 )
-                for context in _effective_routes(self._fastapi)
+                for route in effective_routes(self._fastapi)
             ]
         return self._candidates
 
 
-def _effective_routes(app: FastAPI) -> Iterator[Any]:
-    """Yield every route as FastAPI matches it, in its order, with what its inclusion added
-    (the app's dependencies, above all); stop at the first route of a kind not known here, so
-    that no route after it is served ahead of it."""
-    for route in app.router.routes:
-        contexts = getattr(route, "effective_route_contexts", None)
-        if contexts is not None:
-            for context in contexts():
-                if not isinstance(getattr(context, "original_route", None), APIRoute):
-                    return
-                yield context
-        elif isinstance(route, APIRoute):
-            yield route
-        elif getattr(route, "path_regex", None) is None:
-            return  # a host route: what it matches is not a path
-        else:
-            yield _Plain(route)
-
-
-@dataclass(frozen=True)
-class _Plain:
-    """A route that is not an APIRoute (the docs pages, a mount): matched, never served here."""
-
-    route: Any
-
-    @property
-    def path_regex(self) -> Any:
-        return self.route.path_regex
-
-    @property
-    def methods(self) -> Any:
-        # A mount takes every method of every path under it.
-        return getattr(self.route, "methods", None)
-
-    @property
-    def path_format(self) -> Any:
-        return getattr(self.route, "path_format", None)
-
-
-def _literal_prefix(context: Any) -> str:
+def _literal_prefix(route: EffectiveRoute) -> str:
     """Return the route's path template up to its first parameter ("" when unknown)."""
-    template = getattr(context, "path_format", None)
-    if not isinstance(template, str):
+    if route.path_format is None:
         return ""
-    return template.partition("{")[0]
+    return route.path_format.partition("{")[0]
 
 
-def _compile(context: Any) -> _CompiledRoute | None:
+def _compile(entry: EffectiveRoute) -> _CompiledRoute | None:
     """Return what serving the route takes, or None when it needs FastAPI's machinery."""
-    route = context if isinstance(context, APIRoute) else getattr(context, "original_route", None)
-    if not isinstance(route, APIRoute):
-        return None
-    dependant: Dependant | None = context.dependant
+    route = entry.spec
+    spec = None if route is None else route.call
     if (
-        dependant is None
-        or dependant.call is None
-        or not inspect.iscoroutinefunction(dependant.call)
-        or dependant.header_params
-        or dependant.cookie_params
-        or dependant.websocket_param_name
-        or dependant.http_connection_param_name
-        or dependant.background_tasks_param_name
-        or dependant.security_scopes_param_name
-        or not isinstance(context.response_class, DefaultPlaceholder)
-        or context.response_field is None
-        or getattr(context, "is_sse_stream", False)
-        or getattr(context, "is_json_stream", False)
-        or getattr(context, "max_body_size", None) is not None
-        or context._embed_body_fields
-        or len(dependant.body_params) > 1
-        or any(isinstance(f.field_info, params.Form) for f in dependant.body_params)
+        route is None
+        or spec is None
+        or spec.call is None
+        or not inspect.iscoroutinefunction(spec.call)
+        or spec.others
+        or not route.default_response_class
+        or route.response_field is None
+        or route.streams
+        or route.max_body_size is not None
+        or route.embeds_body
+        or len(spec.body_params) > 1
+        or spec.form_body
     ):
         return None
-    dependencies = _dependencies(dependant.dependencies)
+    dependencies = _dependencies(spec.dependencies)
     if dependencies is None:
         return None
-    convertors = dict(context.param_convertors)
+    convertors = dict(route.param_convertors)
     return _CompiledRoute(
-        route=route,
+        route=route.route,
+        path=route.path,
+        endpoint=route.endpoint,
         param_convertors=convertors,
-        dependant=dependant,
+        spec=spec,
+        call=spec.call,
         dependencies=dependencies,
-        plain_path=_plain_path(dependant.path_params, convertors),
-        body_field=dependant.body_params[0] if dependant.body_params else None,
-        status_code=context.status_code,
-        response_field=context.response_field,
-        serialize={
-            "include": context.response_model_include,
-            "exclude": context.response_model_exclude,
-            "by_alias": context.response_model_by_alias,
-            "exclude_unset": context.response_model_exclude_unset,
-            "exclude_defaults": context.response_model_exclude_defaults,
-            "exclude_none": context.response_model_exclude_none,
-        },
+        plain_path=_plain_path(spec.path_params, convertors),
+        body_field=spec.body_params[0] if spec.body_params else None,
+        status_code=route.status_code,
+        response_field=route.response_field,
+        serialize=route.serialize,
     )
 
 
-def _plain_path(fields: Sequence[Any], convertors: dict[str, Any]) -> Any:
+def _plain_path(
+    fields: Sequence[Field], convertors: Mapping[str, Convertor[Any]]
+) -> tuple[tuple[str, str], ...] | None:
     """Return (parameter, path name) of each path parameter if every one is a plain ``str``
     (no constraint, no other name to validate under, a string in the path); else None."""
     plain = []
     for field in fields:
-        info = field.field_info
         alias = field.alias
-        if (
-            info.annotation is not str
-            or info.metadata
-            or info.validation_alias is not None
-            or not isinstance(convertors.get(alias), StringConvertor)
-        ):
+        if not takes_plain_str(field) or not isinstance(convertors.get(alias), StringConvertor):
             return None
         plain.append((field.name, alias))
     return tuple(plain)
 
 
-def _dependencies(subs: Sequence[Dependant]) -> tuple[_Dependency, ...] | None:
+def _dependencies(subs: Sequence[CallSpec]) -> tuple[_Dependency, ...] | None:
     """Return the route's dependencies if each takes at most the Request and is a coroutine
     function without a yield; None otherwise."""
     found = []
@@ -408,19 +335,14 @@ def _dependencies(subs: Sequence[Dependant]) -> tuple[_Dependency, ...] | None:
             or sub.dependencies
             or sub.path_params
             or sub.query_params
-            or sub.header_params
-            or sub.cookie_params
             or sub.body_params
-            or sub.response_param_name
-            or sub.background_tasks_param_name
-            or sub.security_scopes_param_name
-            or sub.websocket_param_name
-            or sub.http_connection_param_name
-            or sub.concurrency is not None
+            or sub.response_param
+            or sub.others
+            or sub.limited
             or not sub.use_cache
         ):
             return None
-        found.append(_Dependency(sub.name, sub.call, sub.request_param_name))
+        found.append(_Dependency(sub.name, sub.call, sub.request_param))
     return tuple(found)
 
 

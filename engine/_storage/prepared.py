@@ -199,13 +199,9 @@ class Prepared:
         )
 
 
-def _announce(conn: Connection, sql: str, parameters: Any, many: bool) -> None:
-    """Call the ``before_cursor_execute`` listeners of ``conn``, if it has any, as
-    ``Connection.execute`` would (``cursor`` and ``context`` None: there are none here)."""
-    # Both flags stay False until a listener is added (to the engine or its class): the
-    # common case reads two attributes and goes on.
-    if (conn._has_events or conn.engine._has_events) and conn.dispatch.before_cursor_execute:
-        conn.dispatch.before_cursor_execute(conn, None, sql, parameters, None, many)
+#: Call the ``before_cursor_execute`` listeners of a Connection, if it has any (SQLAlchemy's
+#: internals: they are read in ``pg_direct`` only).
+_announce = pg_direct.announce
 
 
 #: Dialects (one per SQLAlchemy engine) whose prepared statements go through SQLAlchemy.

@@ -39,13 +39,13 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Dialect, Engine, event
+from sqlalchemy import Connection, Dialect, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.util import greenlet_spawn
 
 from engine._storage.outage import PostgresTimeouts, raise_if_unavailable
+from engine._storage.postgres.asyncpg_calls import announce_outside, run_in_greenlet
 from engine._storage.postgres.commit_groups import CommitGroups
 from engine._storage.postgres.read_groups import ReadGroups
 from engine._storage.postgres.statement_pool import (
@@ -145,7 +145,7 @@ class PostgresDatabase:
             size=self._pool_size,
             timeouts=timeouts,
             on_unknown_outcome=self._unknown_outcome,
-            announce=partial(_announce, engine.sync_engine),
+            announce=partial(announce_outside, engine.sync_engine),
         )
         try:
             async with engine.connect() as conn:
@@ -185,7 +185,7 @@ class PostgresDatabase:
         assert self._reads is not None, "database is not open"
         reads = self._reads.sync_engine
         try:
-            return await greenlet_spawn(_on_connection, reads.connect, query)
+            return await run_in_greenlet(_on_connection, reads.connect, query)
         except DBAPIError as exc:
             if not exc.connection_invalidated:
                 raise_if_unavailable(exc)
@@ -195,7 +195,7 @@ class PostgresDatabase:
             raise
         # The pooled connection had been closed (a server restart): once more, on a new one.
         try:
-            return await greenlet_spawn(_on_connection, reads.connect, query)
+            return await run_in_greenlet(_on_connection, reads.connect, query)
         except Exception as exc:
             raise_if_unavailable(exc, connecting=True)
             raise
@@ -270,7 +270,7 @@ class PostgresDatabase:
         """Run ``unit`` on a connection from ``connect``, replaying it after a conflict."""
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                return await greenlet_spawn(_on_connection, connect, unit)
+                return await run_in_greenlet(_on_connection, connect, unit)
             except DBAPIError as exc:
                 if _sqlstate(exc) not in RETRYABLE_SQLSTATES or attempt == MAX_ATTEMPTS:
                     # Never replayed here, a lost connection above all: its COMMIT may have
@@ -308,13 +308,6 @@ def _on_connection(
     the event loop and back, and the check-out costs no hand-off of its own."""
     with connect() as conn:
         return work(conn)
-
-
-def _announce(engine: Engine, sql: str, args: Sequence[Any]) -> None:
-    """Call ``engine``'s ``before_cursor_execute`` listeners, if it has any, for a statement
-    run outside SQLAlchemy (``conn``, ``cursor`` and ``context`` None: there are none)."""
-    if engine._has_events and engine.dispatch.before_cursor_execute:
-        engine.dispatch.before_cursor_execute(None, None, sql, args, None, False)
 
 
 def _select_one(conn: Connection) -> None:
