@@ -29,12 +29,12 @@ from pydantic_core import (
 )
 from pydantic_core.core_schema import ValidationInfo
 
-from engine._codec_datetimes import (
+from engine._codec.datetimes import (
     at_whole_minute_offsets,
     seconds_offset_finder,
     whole_minute_offset,
 )
-from engine._codec_schema import (
+from engine._codec.marker_schemas import (
     AS_SENT_CHOICE,
     MARKER_CHOICE,
     marker_checker,
