@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from engine._codec.encoding import to_jsonable
 from engine._codec.marker_schemas import AS_SENT_CHOICE, MARKER_CHOICE
 from engine._codec.markers import BYTES_MARKER, NOT_A_MARKER, from_jsonable
-from engine._codec.plans import adapter_for, checker_for, has_no_bytes, reader_for
+from engine._codec.plans import Plan, plan_for
 from engine.errors import InvalidArgumentError
 
 
@@ -23,17 +23,18 @@ def validate(value_type: Any, value: Any, *, what: str, strict: bool) -> Any:
     """
     if value_type is Any or value_type is object:
         return value
+    plan = plan_for(value_type)
     try:
         if strict:
             try:
-                return adapter_for(value_type).validate_python(value, strict=True)
+                return plan.validator.validate_python(value, strict=True)
             except ValidationError:
                 # Strict mode refuses an int for a float; widening is safe, nothing else is.
                 if value_type is float and isinstance(value, int) and not isinstance(value, bool):
                     return float(value)
                 raise
-        read = reader_for(value_type)
-        return adapter_for(value_type).validate_python(value if read is None else read(value))
+        read = plan.marker_reader
+        return plan.validator.validate_python(value if read is None else read(value))
     except ValidationError as exc:
         raise _invalid(what, exc) from None
 
@@ -48,23 +49,23 @@ def validate_client_value(value_type: Any, value: Any, *, what: str) -> Any:
     """
     if value_type is Any or value_type is object:
         return value
-    adapter = adapter_for(value_type)
+    plan = plan_for(value_type)
     try:
         try:
-            return adapter.validate_python(value, strict=True)
+            return plan.validator.validate_python(value, strict=True)
         except ValidationError:
             data = to_jsonable(value)
             text = json.dumps(data, separators=(",", ":"), allow_nan=False)
             # Without bytes in the type, a marker under Any stays the object it is, as encode
             # (which then writes no marker) needs.
-            checker = None if has_no_bytes(value_type) else checker_for(value_type)
+            checker = None if plan.holds_no_bytes else plan.marker_checker
             if checker is None:
-                return adapter.validate_json(text, strict=True)
+                return plan.validator.validate_json(text, strict=True)
             # JSON has no bytes: the checking copy reads them where they stand and checks the
             # rest strictly, then the declared type's own validator builds the value.
             checker.validate_json(text, strict=True)
-            read = reader_for(value_type)
-            return adapter.validate_python(data if read is None else read(data))
+            read = plan.marker_reader
+            return plan.validator.validate_python(data if read is None else read(data))
     except ValidationError as exc:
         raise _invalid(what, exc) from None
 
@@ -87,7 +88,11 @@ def decode(value_type: Any, text: str) -> Any:
     """
     if value_type is Any or value_type is object:
         return from_jsonable(json.loads(text))
-    return _decode_typed(value_type, text, _UNPARSED)
+    plan = plan_for(value_type)
+    if BYTES_MARKER not in text:
+        # No bytes inside: pydantic parses and validates in one pass, in Rust.
+        return plan.validator.validate_json(text)
+    return _decode_marked(plan, text, _UNPARSED)
 
 
 def decode_data(value_type: Any, data: Any) -> Any:
@@ -97,21 +102,22 @@ def decode_data(value_type: Any, data: Any) -> Any:
         return from_jsonable(data)
     # Through its text, pydantic reads it in JSON mode as decode does: Python mode converts
     # some values otherwise. The text also tells cheaply whether a marker is anywhere.
-    return _decode_typed(value_type, json.dumps(data, separators=(",", ":")), data)
+    text = json.dumps(data, separators=(",", ":"))
+    plan = plan_for(value_type)
+    if BYTES_MARKER not in text:
+        return plan.validator.validate_json(text)
+    return _decode_marked(plan, text, data)
 
 
-#: ``_decode_typed``'s data when only the text is at hand (null is data like any other).
+#: ``_decode_marked``'s data when only the text is at hand (null is data like any other).
 _UNPARSED: Any = object()
 
 
-def _decode_typed(value_type: Any, text: str, data: Any) -> Any:
-    """Read the JSON ``text`` (whose parsed form is ``data``, unless ``_UNPARSED``) as a value
-    of a declared ``value_type`` other than Any."""
-    if BYTES_MARKER not in text:
-        # No bytes inside: pydantic parses and validates in one pass, in Rust.
-        return adapter_for(value_type).validate_json(text)
-    read = reader_for(value_type)
+def _decode_marked(plan: Plan, text: str, data: Any) -> Any:
+    """Read the JSON ``text`` (whose parsed form is ``data``, unless ``_UNPARSED``), which
+    holds a bytes marker somewhere, as a value of the plan's type."""
+    read = plan.marker_reader
     if read is None:  # no place may hold bytes: the marker is an object like any other
-        return adapter_for(value_type).validate_json(text)
+        return plan.validator.validate_json(text)
     parsed = json.loads(text) if data is _UNPARSED else data
-    return adapter_for(value_type).validate_python(read(parsed))
+    return plan.validator.validate_python(read(parsed))

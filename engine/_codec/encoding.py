@@ -15,7 +15,7 @@ from pydantic_core import PydanticSerializationError
 
 from engine._codec.datetimes import at_whole_minute_offsets, whole_minute_offset
 from engine._codec.markers import BYTES_MARKER
-from engine._codec.plans import adapter_for, writer_for
+from engine._codec.plans import adapter_for, plan_for
 from engine.errors import InvalidArgumentError
 
 INT64_MIN = -(2**63)
@@ -79,28 +79,28 @@ def encode(value: Any, value_type: Any = None) -> str:
     general walk adds the bytes marker. Every way refuses integers outside int64 and lone
     surrogates, and writes a datetime whose UTC offset has seconds at a whole-minute offset.
     """
-    writer = None if value_type is None else writer_for(value_type)
-    if writer is not None and writer.direct:
+    plan = None if value_type is None else plan_for(value_type)
+    if plan is not None and plan.direct_json:
         try:
-            raw = writer.adapter.dump_json(value, by_alias=True)
+            raw = plan.serializer.to_json(value, by_alias=True)
         except PydanticSerializationError:
             pass  # a lone surrogate: the general path below refuses it with its reason
         else:
             shapes = raw.translate(_SHAPES)
-            found = writer.seconds_offset  # None unless the type has datetimes
+            found = plan.seconds_offset  # None unless the type has datetimes
             if found is not None and _OFFSET_END in shapes and found(value):
                 return _encode_moved(value, value_type)
             if _INT64_DIGITS in shapes:
                 to_jsonable(json.loads(raw))  # refuses an integer outside int64
             return raw.decode()
-    if writer is not None and writer.no_bytes:
-        data = writer.adapter.dump_python(value, mode="json", by_alias=True)
+    if plan is not None and plan.holds_no_bytes:
+        data = plan.serializer.to_python(value, mode="json", by_alias=True)
         try:
             text = json.dumps(data, separators=(",", ":"), allow_nan=False)
         except ValueError:
             raise InvalidArgumentError("numbers must be finite (no NaN or infinity)") from None
         shapes = text.encode("ascii").translate(_SHAPES)
-        found = writer.seconds_offset
+        found = plan.seconds_offset
         if found is not None and _OFFSET_END in shapes and found(value):
             return _encode_moved(value, value_type)
         if _INT64_DIGITS in shapes:

@@ -1,15 +1,21 @@
-"""What the codec decides about a declared type from the type alone, cached per type."""
+"""A plan per declared type: what the codec decides from the type alone, decided once.
+
+``plan_for`` builds a type's ``Plan`` on its first use and caches it, so that encoding, decoding
+and validating a value look up one object and run what it holds (pydantic's validator and
+serializer, and what the type's core schema says: whether pydantic writes its JSON directly,
+whether it may hold bytes, where its datetimes are) rather than asking the schema again.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from contextlib import suppress
-from functools import lru_cache, partial
-from typing import Any, NamedTuple
+from functools import cached_property, lru_cache, partial
+from typing import Any
 
 from pydantic import TypeAdapter
-from pydantic_core import SchemaValidator, core_schema
+from pydantic_core import SchemaSerializer, SchemaValidator, core_schema
 
 from engine._codec.datetimes import seconds_offset_finder
 from engine._codec.marker_schemas import marker_checker, only_bytes_take_markers
@@ -18,53 +24,92 @@ from engine._codec.markers import BYTES_MARKER, from_jsonable, read_all, read_he
 
 @lru_cache(maxsize=1024)
 def adapter_for(value_type: Any) -> TypeAdapter[Any]:
-    """Return a cached pydantic adapter for a declared value type."""
+    """Return a cached pydantic adapter for a value type (the plan's, for a declared type)."""
     return TypeAdapter(value_type)
 
 
-@lru_cache(maxsize=1024)
-def checker_for(value_type: Any) -> SchemaValidator | None:
-    """Return the checking validator of ``value_type`` (see ``marker_checker``); None when no
-    place in it may hold bytes, so that a marker there is an object like any other."""
-    try:
-        return marker_checker(adapter_for(value_type).core_schema, read_here, read_all)
-    except Exception:
-        # A schema the checking copy cannot follow: every marker in it is bytes, as for Any.
-        return SchemaValidator(
-            core_schema.with_info_before_validator_function(read_all, core_schema.any_schema())
-        )
+class Plan:
+    """How the codec writes, reads and validates values of one declared type.
+
+    Everything here follows from the type alone. What every value needs is decided when the
+    plan is built; the checking validator that finds bytes markers, which only values that
+    hold a marker (or lax validation) need, on its first use.
+    """
+
+    value_type: Any
+    adapter: TypeAdapter[Any]
+    serializer: SchemaSerializer
+    #: pydantic's JSON serializer writes its values in one call (see ``_DIRECT_JSON_TYPES``)
+    direct_json: bool
+    #: its values never hold bytes, so no marker is written and pydantic dumps them as JSON data
+    holds_no_bytes: bool
+    #: a test for a datetime whose UTC offset has seconds, where the type has datetimes (only
+    #: pydantic writes offsets to the minute: the general walk handles them itself)
+    seconds_offset: Callable[[Any], bool] | None
+
+    def __init__(self, value_type: Any) -> None:
+        adapter = adapter_for(value_type)
+        if not adapter.pydantic_complete:
+            # A deferred schema (``defer_build``, a forward reference defined later) is built
+            # on the adapter's first use, or that use raises pydantic's error: this is its
+            # first use, and the plan is read from the schema.
+            adapter.validator.validate_python  # noqa: B018
+        self.value_type = value_type
+        self.adapter = adapter
+        #: pydantic's validator of the type (the adapter's methods add a Python call each)
+        self.validator = adapter.validator
+        self.serializer = adapter.serializer
+        schema = _schema_text(value_type, adapter)
+        self.direct_json = schema is not None and _direct_json(schema)
+        self.holds_no_bytes = schema is not None and "'bytes'" not in schema
+        self.seconds_offset = None
+        if self.direct_json or self.holds_no_bytes:
+            with suppress(Exception):  # a schema the finder cannot follow: writes as before
+                self.seconds_offset = seconds_offset_finder(adapter.core_schema)
+
+    def __repr__(self) -> str:
+        return f"Plan({self.adapter!r})"
+
+    @cached_property
+    def marker_checker(self) -> SchemaValidator | None:
+        """The checking validator of the type (see ``marker_checker``); None when no place in
+        it may hold bytes, so that a marker there is an object like any other."""
+        try:
+            return marker_checker(self.adapter.core_schema, read_here, read_all)
+        except Exception:
+            # A schema the checking copy cannot follow: every marker in it is bytes, as for Any.
+            return SchemaValidator(
+                core_schema.with_info_before_validator_function(read_all, core_schema.any_schema())
+            )
+
+    @cached_property
+    def marker_reader(self) -> Callable[[Any], Any] | None:
+        """What replaces, in JSON data of the type, each marker that stands where the type may
+        hold bytes by its bytes; None when the type may hold bytes nowhere."""
+        checker = self.marker_checker
+        if checker is None:
+            return None
+        with suppress(Exception):  # a schema the test cannot follow: the checking pass decides
+            if only_bytes_take_markers(self.adapter.core_schema, BYTES_MARKER):
+                return from_jsonable  # the same answer, without a checking pass
+        return partial(with_bytes, checker)
 
 
 @lru_cache(maxsize=1024)
-def reader_for(value_type: Any) -> Callable[[Any], Any] | None:
-    """Return what replaces, in JSON data of ``value_type``, each marker that stands where the
-    type may hold bytes by its bytes; None when the type may hold bytes nowhere."""
-    checker = checker_for(value_type)
-    if checker is None:
-        return None
-    with suppress(Exception):  # a schema the test cannot follow: the checking pass decides
-        if only_bytes_take_markers(adapter_for(value_type).core_schema, BYTES_MARKER):
-            return from_jsonable  # the same answer, without a checking pass
-    return partial(with_bytes, checker)
+def plan_for(value_type: Any) -> Plan:
+    """Return the plan of a declared ``value_type``, built on its first use."""
+    return Plan(value_type)
 
 
-@lru_cache(maxsize=1024)
-def _schema_text(value_type: Any) -> str | None:
+def _schema_text(value_type: Any, adapter: TypeAdapter[Any]) -> str | None:
     """Return the text of pydantic's core schema of ``value_type``; None for Any, object and
     types pydantic cannot describe (they take the general path)."""
     if value_type is Any or value_type is object:
         return None
     try:
-        return repr(adapter_for(value_type).core_schema)
+        return repr(adapter.core_schema)
     except Exception:
         return None
-
-
-@lru_cache(maxsize=1024)
-def has_no_bytes(value_type: Any) -> bool:
-    """Return True when values of ``value_type`` can never hold bytes (so no marker is needed)."""
-    schema = _schema_text(value_type)
-    return schema is not None and "'bytes'" not in schema
 
 
 #: The core-schema types whose JSON pydantic writes in one call with nothing left to check but
@@ -103,34 +148,7 @@ _DIRECT_JSON_TYPES = frozenset(
 _SCHEMA_TYPE = re.compile(r"'type': '([a-z-]+)'")
 
 
-@lru_cache(maxsize=1024)
-def direct_json(value_type: Any) -> bool:
-    """Return True when values of ``value_type`` are written by pydantic's JSON serializer
-    directly (see ``_DIRECT_JSON_TYPES``)."""
-    schema = _schema_text(value_type)
-    return schema is not None and set(_SCHEMA_TYPE.findall(schema)) <= _DIRECT_JSON_TYPES
-
-
-class Writer(NamedTuple):
-    """How ``encode`` writes values of one declared type."""
-
-    adapter: TypeAdapter[Any]
-    #: pydantic's JSON serializer writes them in one call (see ``_DIRECT_JSON_TYPES``)
-    direct: bool
-    #: they can never hold bytes, so pydantic dumps them to JSON data
-    no_bytes: bool
-    #: a test for a datetime whose UTC offset has seconds where the type has datetimes
-    seconds_offset: Callable[[Any], bool] | None
-
-
-@lru_cache(maxsize=1024)
-def writer_for(value_type: Any) -> Writer:
-    """Return how ``encode`` writes values of ``value_type`` (one cached lookup per value)."""
-    adapter = adapter_for(value_type)
-    direct, no_bytes = direct_json(value_type), has_no_bytes(value_type)
-    finder = None
-    # Only pydantic writes offsets to the minute; the general walk handles them itself.
-    if direct or no_bytes:
-        with suppress(Exception):  # a schema the finder cannot follow: writes as before
-            finder = seconds_offset_finder(adapter.core_schema)
-    return Writer(adapter, direct, no_bytes, finder)
+def _direct_json(schema: str) -> bool:
+    """Return True when pydantic's JSON serializer writes values of the schema whose text is
+    ``schema`` directly (see ``_DIRECT_JSON_TYPES``)."""
+    return set(_SCHEMA_TYPE.findall(schema)) <= _DIRECT_JSON_TYPES
