@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine._codec.encoding import to_jsonable
+from engine._codec.encoding import dumps, to_jsonable
 from engine._codec.marker_schemas import AS_SENT_CHOICE, MARKER_CHOICE
 from engine._codec.markers import BYTES_MARKER, NOT_A_MARKER, from_jsonable
 from engine._codec.plans import Plan, plan_for
@@ -55,7 +55,7 @@ def validate_client_value(value_type: Any, value: Any, *, what: str) -> Any:
             return plan.validator.validate_python(value, strict=True)
         except ValidationError:
             data = to_jsonable(value)
-            text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+            text = dumps(data)
             # Without bytes in the type, a marker under Any stays the object it is, as encode
             # (which then writes no marker) needs.
             checker = None if plan.holds_no_bytes else plan.marker_checker
@@ -102,12 +102,15 @@ def decode_data(value_type: Any, data: Any) -> Any:
         return from_jsonable(data)
     # Through its text, pydantic reads it in JSON mode as decode does: Python mode converts
     # some values otherwise. The text also tells cheaply whether a marker is anywhere.
-    text = json.dumps(data, separators=(",", ":"))
+    text = _dumps_any_number(data)
     plan = plan_for(value_type)
     if BYTES_MARKER not in text:
         return plan.validator.validate_json(text)
     return _decode_marked(plan, text, data)
 
+
+#: ``json.dumps(data, separators=(",", ":"))``, with one encoder made once.
+_dumps_any_number = json.JSONEncoder(separators=(",", ":")).encode
 
 #: ``_decode_marked``'s data when only the text is at hand (null is data like any other).
 _UNPARSED: Any = object()

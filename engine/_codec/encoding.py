@@ -3,7 +3,7 @@ general walk (``to_jsonable``), which writes bytes as markers."""
 
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import math
 from datetime import date, datetime, time
@@ -21,6 +21,10 @@ from engine.errors import InvalidArgumentError
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
+#: ``json.dumps(data, separators=(",", ":"), allow_nan=False)``: one encoder made once, where
+#: ``json.dumps`` with arguments makes one per call (three Python calls more).
+dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
 
 def to_jsonable(value: Any) -> Any:
     """Turn a validated Python value into plain JSON data (bytes become a marker object)."""
@@ -35,7 +39,8 @@ def to_jsonable(value: Any) -> Any:
             raise InvalidArgumentError("numbers must be finite (no NaN or infinity)")
         return value
     if isinstance(value, bytes | bytearray | memoryview):
-        return {BYTES_MARKER: base64.b64encode(bytes(value)).decode("ascii")}
+        # base64.b64encode, without its Python-level call
+        return {BYTES_MARKER: binascii.b2a_base64(bytes(value), newline=False).decode("ascii")}
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
@@ -96,7 +101,7 @@ def encode(value: Any, value_type: Any = None) -> str:
     if plan is not None and plan.holds_no_bytes:
         data = plan.serializer.to_python(value, mode="json", by_alias=True)
         try:
-            text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+            text = dumps(data)
         except ValueError:
             raise InvalidArgumentError("numbers must be finite (no NaN or infinity)") from None
         shapes = text.encode("ascii").translate(_SHAPES)
@@ -105,8 +110,11 @@ def encode(value: Any, value_type: Any = None) -> str:
             return _encode_moved(value, value_type)
         if _INT64_DIGITS in shapes:
             to_jsonable(data)  # only long digit runs can be an int64 overflow: check exactly
-        return _whole_unicode(text)
-    return _whole_unicode(json.dumps(to_jsonable(value), separators=(",", ":"), allow_nan=False))
+    else:
+        text = dumps(to_jsonable(value))
+    if "\\ud" in text:  # see _check_strings
+        _check_strings(json.loads(text))
+    return text
 
 
 def _encode_moved(value: Any, value_type: Any) -> str:
@@ -114,21 +122,14 @@ def _encode_moved(value: Any, value_type: Any) -> str:
     instants), as pydantic would write an offset with seconds to the minute."""
     moved = at_whole_minute_offsets(value)
     if moved is value:  # in objects it cannot copy: the general walk moves what it dumps
-        return _whole_unicode(
-            json.dumps(to_jsonable(value), separators=(",", ":"), allow_nan=False)
-        )
+        return encode(value)
     return encode(moved, value_type)
 
 
-def _whole_unicode(text: str) -> str:
-    """Return the JSON text unless a string in it holds a lone surrogate, which JSON can
-    spell (``"\\ud800"``) but no reader can take back: refuse it."""
-    if "\\ud" in text:  # surrogates are escaped: only then can one be alone
-        _check_strings(json.loads(text))
-    return text
-
-
 def _check_strings(data: Any) -> None:
+    """Refuse JSON data a string of which holds a lone surrogate, which JSON can spell
+    (``"\\ud800"``) but no reader can take back. JSON text escapes surrogates, so only text
+    with ``\\ud`` in it can hold one."""
     if isinstance(data, str):
         try:
             data.encode("utf-8")

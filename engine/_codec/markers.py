@@ -8,7 +8,6 @@ hold bytes, and ``with_bytes`` replaces those.
 
 from __future__ import annotations
 
-import base64
 import binascii
 from contextlib import suppress
 from typing import Any
@@ -55,11 +54,12 @@ def read_marker(data: Any) -> Any:
         return data
     text = data[BYTES_MARKER]
     try:
-        decoded = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
+        # As base64.b64decode(text, validate=True), without its Python-level steps.
+        decoded = binascii.a2b_base64(text, strict_mode=True)
+    except ValueError:  # binascii.Error too; and text that is not ASCII
         decoded = None
     # Only the spelling encode writes: other spellings would store other bytes.
-    if decoded is None or base64.b64encode(decoded).decode("ascii") != text:
+    if decoded is None or binascii.b2a_base64(decoded, newline=False).decode("ascii") != text:
         raise InvalidArgumentError(f"{{{BYTES_MARKER!r}: ...}} must hold base64 text")
     return decoded
 
