@@ -19,8 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 import engine
 from app.client.decoding import decode_value, from_json_data, validate_value
-from engine import _codec
-from engine._codec import BYTES_MARKER, decode, validate_client_value
+from engine._codec import BYTES_MARKER, Plan, decode, validate_client_value
 
 
 class Tagged(BaseModel):
@@ -138,11 +137,11 @@ def test_data_without_a_marker_is_read_without_a_pass_over_the_schema(
 ) -> None:
     """The common case stays one pydantic call: no checking pass finds markers first."""
 
-    def walked(value_type: Any) -> Any:
-        raise AssertionError(f"the schema of {value_type!r} was walked")
+    def walked(plan: Plan) -> Any:
+        raise AssertionError(f"the schema of {plan.value_type!r} was walked")
 
-    monkeypatch.setattr(_codec, "_marker_reader", walked)
-    monkeypatch.setattr(_codec, "_marker_checker", walked)
+    monkeypatch.setattr(Plan, "marker_reader", property(walked))
+    monkeypatch.setattr(Plan, "marker_checker", property(walked))
     data = {"labels": {"a": "b"}, "extra": {"n": [1]}, "data": "aGk="}
     assert decode_value(Tagged, data) == Tagged(labels={"a": "b"}, extra={"n": [1]}, data=b"aGk=")
     assert decode_value(list[Tagged], [data, data])[1].data == b"aGk="

@@ -265,10 +265,10 @@ def test_plain_types_written_by_pydantic_in_one_call_read_back_as_the_general_wa
     """A list of models of strings, integers and datetimes is written by pydantic's JSON
     serializer in one call; its JSON is the same data the general walk writes (text as UTF-8
     rather than escapes), and it reads back equal."""
-    from engine._codec import _direct_json, adapter_for, to_jsonable
+    from engine._codec import adapter_for, plan_for, to_jsonable
 
     value_type = list[_Record]
-    assert _direct_json(value_type)
+    assert plan_for(value_type).direct_json
     stored = encode(records, value_type)
     general = to_jsonable(adapter_for(value_type).dump_python(records, mode="json"))
     assert json.loads(stored) == general
@@ -276,11 +276,11 @@ def test_plain_types_written_by_pydantic_in_one_call_read_back_as_the_general_wa
 
 
 def test_types_that_may_hold_non_finite_numbers_or_bytes_take_the_general_walk() -> None:
-    from engine._codec import _direct_json
+    from engine._codec import plan_for
 
-    assert not _direct_json(float)
-    assert not _direct_json(list[float | int])
-    assert not _direct_json(dict[str, Any])
-    assert not _direct_json(bytes)
+    assert not plan_for(float).direct_json
+    assert not plan_for(list[float | int]).direct_json
+    assert not plan_for(dict[str, Any]).direct_json
+    assert not plan_for(bytes).direct_json
     with pytest.raises(InvalidArgumentError):
         encode([1.0, float("nan")], list[float])

@@ -8,7 +8,7 @@ bytes in place. pydantic-core validates a complete model with the model's own pr
 validator, whatever schema names it, so in the copy models and dataclasses construct a
 stand-in: the copy checks and finds, and the declared type's own validator builds the value.
 ``only_bytes_take_markers`` says when that pass can be skipped. The walks over core schemas
-here serve ``_codec_datetimes`` too.
+here serve ``datetimes`` too.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine._codec_schema import (
+from engine._codec.marker_schemas import (
     SAME_POSITION,
     Schema,
     declares,
