@@ -1,4 +1,5 @@
-"""Wire schemas of Schedules and SkipTimer (DESIGN §14): camelCase forms of ScheduleSpec."""
+"""Wire schemas of Schedules and SkipTimer (docs/concepts/schedules.md): camelCase forms of
+ScheduleSpec."""
 
 from __future__ import annotations
 

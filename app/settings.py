@@ -96,14 +96,14 @@ class SQLiteSettings(BaseModel):
         description="SQLite: hot statements compiled once and run on the driver's cursor; "
         "false runs them through SQLAlchemy.",
     )
-    early_lock_release: bool = engine_setting(
-        "early_lock_release",
+    lock_handoffs: bool = engine_setting(
+        "lock_handoffs",
         description="SQLite: an RPC's locks pass to the next holder as its commit is queued "
         "(it reads the handed-off writes; answers still wait for the commit); false holds them "
         "until the commit ended.",
     )
-    value_hand_on: bool = engine_setting(
-        "value_hand_on",
+    value_reuse: bool = engine_setting(
+        "value_reuse",
         description="Immutable values an RPC wrote go to the next holder of its locks as "
         "objects; false makes the next holder decode the stored text.",
     )
@@ -402,7 +402,7 @@ class Settings(BaseSettings):
         _ENGINE.default_rpc_timeout.total_seconds(),
         gt=0,
         description="How long an RPC handler may run when its @rpc names no timeout (the "
-        "seed's api.defaultRpcTimeout; no maximum). An RPC's own timeout wins.",
+        "Dex's api.defaultRpcTimeout; no maximum). An RPC's own timeout wins.",
     )
     transactional_rpcs: bool = engine_setting(
         "transactional_rpcs",

@@ -59,12 +59,12 @@ ACCELERATIONS: dict[str, tuple[Mapping[str, str], str]] = {
         {"DEXLITE_SQLITE__STATE_CACHE_BYTES": "0"},
         "running Flows' committed values kept in memory: snapshots need no read",
     ),
-    "early_lock_release": (
-        {"DEXLITE_SQLITE__EARLY_LOCK_RELEASE": "false"},
+    "lock_handoffs": (
+        {"DEXLITE_SQLITE__LOCK_HANDOFFS": "false"},
         "an RPC's locks pass on as its commit is queued, not once it is durable",
     ),
-    "value_hand_on": (
-        {"DEXLITE_SQLITE__VALUE_HAND_ON": "false"},
+    "value_reuse": (
+        {"DEXLITE_SQLITE__VALUE_REUSE": "false"},
         "immutable values go to the next lock holder as objects, not decoded again",
     ),
     "fast_path": (

@@ -95,11 +95,19 @@ class CallPath:
             self.reentered[tuple(stack)] += 1
 
 
+#: Where a commit's follow-ups begin: each listener the Notifier calls starts a path of its own
+#: (it may well enter the module that made the commit: the scheduler queues the next Step).
+FOLLOW_UPS = "engine._runtime.notifier"
+
+
 def _modules_of(frame: FrameType | None) -> list[str]:
-    """The engine modules on ``frame``'s stack, outermost first, each run of one module once."""
+    """The engine modules on ``frame``'s stack, outermost first, each run of one module once,
+    from the last commit follow-up's start on."""
     found: list[str] = []
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
+        if module == FOLLOW_UPS:
+            break
         if module.startswith("engine") and (not found or found[-1] != module):
             found.append(module)
         frame = frame.f_back

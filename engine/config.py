@@ -28,7 +28,7 @@ class EngineConfig:
     #: How long an RPC handler may run when its ``@rpc`` names no ``timeout`` (no maximum).
     default_rpc_timeout: timedelta = timedelta(seconds=60)
     #: Run every RPC transactionally: each then needs an active run and commits even when it
-    #: changed nothing (as the seed's server option).
+    #: changed nothing (as Dex's server option).
     transactional_rpcs: bool = False
     #: PostgreSQL: the size of each of a process's two connection pools (commit units, and
     #: statements that are their own transaction), opened as they are needed: up to twice
@@ -72,7 +72,7 @@ class EngineConfig:
     #: SQLite: an RPC's locks pass to the next holder as its commit is queued (the next holder
     #: reads the handed-off writes); False releases them once the commit ended. PostgreSQL:
     #: the same for this process's next RPC on the keys (``multiprocess/relay``).
-    early_lock_release: bool = True
+    lock_handoffs: bool = True
     #: Immutable values an invocation wrote go to the next holder of its locks as objects;
     #: False makes every reader decode the stored text.
-    value_hand_on: bool = True
+    value_reuse: bool = True

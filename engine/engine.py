@@ -444,12 +444,12 @@ class Engine(ScheduleCalls):
 
     def _idle_probe(self) -> IdleProbe:
         """Return what tells whether the engine has work in hand (``engine.testing``)."""
-        return self._services.activity
+        return self._services.workload
 
     def _announces_commits(self) -> bool:
         """Whether this process sends notices of its commits to other processes."""
-        shared = self._services.shared
-        return shared is not None and not shared.notifier.alone
+        coordination = self._services.coordination
+        return coordination is not None and not coordination.notifier.alone
 
     def _waiting_calls(self) -> tuple[int, int, int]:
         """Count the long-polling calls: (waitForFlow, WaitForAttributeMatch, readStream)."""

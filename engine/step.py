@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from engine.channel import Channel, ChannelMap, ChannelMapLoad
     from engine.context import Context
 
-I = TypeVar("I")  # noqa: E741 - the Step's input type, named as in the seeds
+I = TypeVar("I")  # noqa: E741 - the Step's input type, named as in Dex's examples
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """``dexlite flows time-travel`` and ``flows time-travel-all``: take runs back to a point.
 
-Time travel (DESIGN §13) closes a Flow's latest run, if still open, and starts a new run from
-the state right after a point of its history. It changes what runs, so neither command acts
-without ``--yes``, and ``time-travel`` also needs the run's ID (``--run-id``), so that it never
-travels a run the user did not look at. Both refusals exit 2 before any request is sent.
+Time travel (docs/concepts/time-travel.md) closes a Flow's latest run, if still open, and
+starts a new run from the state right after a point of its history. It changes what runs, so
+neither command acts without ``--yes``, and ``time-travel`` also needs the run's ID
+(``--run-id``), so that it never travels a run the user did not look at. Both refusals exit 2
+before any request is sent.
 """
 
 from __future__ import annotations

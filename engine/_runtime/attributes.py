@@ -189,7 +189,7 @@ def _values(
     """Return stored values by wire key: as JSON data, or (``decoded``) decoded with their
     definitions; a Flow type this engine no longer knows gives JSON."""
     if decoded and spec is not None:
-        # Every value decodes with its definition before any is returned (the seed's Client).
+        # Every value decodes with its definition before any is returned (as Dex's Client does).
         return {
             state_key(n, i): _decoded(spec, n, i, text) for (n, i), text in sorted(texts.items())
         }

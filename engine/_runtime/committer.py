@@ -20,9 +20,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from engine._runtime.activity import Activity
 from engine._runtime.handoff import HandedOff, Handoffs, nothing
 from engine._runtime.ports import Database, LockTable, Notifier
+from engine._runtime.workload import Workload
 from engine._storage import units
 from engine._storage.records import CommitResult, QueuedStep, RunInfo, StagedEffects, StartRequest
 from engine._storage.units import Unit
@@ -77,13 +77,13 @@ class Committer:
         self,
         database: Database,
         notifier: Notifier,
-        activity: Activity,
+        workload: Workload,
         locks: LockTable,
         telemetry: Telemetry | None = None,
     ) -> None:
         self._database = database
         self._notifier = notifier
-        self._activity = activity
+        self._workload = workload
         self._locks = locks
         self._telemetry = telemetry or Telemetry()
         #: The units handed off per Flow ID, not yet ended (see ``handoff``).
@@ -160,11 +160,11 @@ class Committer:
 
     def entered(self) -> None:
         """Count a commit in flight (what ``settle`` waits for)."""
-        self._activity.enter(COMMITS)
+        self._workload.enter(COMMITS)
 
     def left(self) -> None:
         """A commit counted by :meth:`entered` has ended."""
-        self._activity.leave(COMMITS)
+        self._workload.leave(COMMITS)
 
     async def _published(
         self, written: Awaitable[CommitResult], entered: bool = False

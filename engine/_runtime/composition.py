@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine._runtime.activity import Activity
 from engine._runtime.attributes import Attributes
 from engine._runtime.channels import ChannelCalls
 from engine._runtime.committed_state import CommittedState
@@ -23,8 +22,8 @@ from engine._runtime.notifier import LocalNotifier
 from engine._runtime.ports import BlobStore, Database, LockTable, StepQueue, TimerQueue
 from engine._runtime.postgres.commits import PostgresCommitter
 from engine._runtime.postgres.lease import new_process_id
-from engine._runtime.postgres.lock_table import SharedLockTable
-from engine._runtime.postgres.parts import SharedParts, shared_parts
+from engine._runtime.postgres.lock_table import PostgresLockTable
+from engine._runtime.postgres.parts import PostgresCoordination, postgres_coordination
 from engine._runtime.recovery import recover
 from engine._runtime.retention import Retention
 from engine._runtime.rpcs import RPCExecutor
@@ -38,6 +37,7 @@ from engine._runtime.time_travel import TimeTravel
 from engine._runtime.timeouts import Timeouts
 from engine._runtime.timers import ClockTimers
 from engine._runtime.waits import ChannelWaits
+from engine._runtime.workload import Workload
 from engine._storage.blobs import FileBlobStore
 from engine._storage.databases import DatabaseSettings, open_database
 from engine._storage.outage import PostgresTimeouts
@@ -66,7 +66,7 @@ class Services:
     timers: TimerQueue
     locks: LockTable
     queue: StepQueue
-    activity: Activity
+    workload: Workload
     committer: Committer
     snapshots: Snapshots
     streams: StreamService
@@ -83,30 +83,30 @@ class Services:
     schedules: Schedules
     retention: Retention | None
     followers: CommitFollowers
-    shared: SharedParts | None = field(default=None)
+    coordination: PostgresCoordination | None = field(default=None)
     recovered_steps: int = 0
 
     async def start(self) -> None:
         """Open storage, resume every open run, and start running Steps and timers."""
         await self.database.open()
         try:
-            if self.shared is not None:
-                await self.shared.start(self.followers.on_remote)
+            if self.coordination is not None:
+                await self.coordination.start(self.followers.on_remote)
             await self.streams.open()
         except BaseException:
-            if self.shared is not None:
-                await self.shared.stop()
+            if self.coordination is not None:
+                await self.coordination.stop()
             await self.database.close()
             raise
         self.timers.start()
         self.recovered_steps = await self._recover()
         self.scheduler.start()
         self.schedules.start()
-        if self.shared is not None:
-            self.shared.coordinator(self._sweep, self.timeouts, self.clock).start()
+        if self.coordination is not None:
+            self.coordination.coordinator(self._sweep, self.timeouts, self.clock).start()
         if self.retention is not None:
             self.retention.start()
-        self.clock.attach(self.activity)
+        self.clock.attach(self.workload)
 
     async def _recover(self) -> int:
         return await recover(
@@ -116,7 +116,7 @@ class Services:
             scheduler=self.scheduler,
             timeouts=self.timeouts,
             waits=self.waits,
-            claim=self.queue if self.shared is not None else None,
+            claim=self.queue if self.coordination is not None else None,
         )
 
     async def _sweep(self) -> None:
@@ -135,9 +135,9 @@ class Services:
 
     async def close(self) -> None:
         """Stop running Steps and close storage; open runs resume on the next start."""
-        self.clock.detach(self.activity)
-        if self.shared is not None:
-            await self.shared.stop_polling()
+        self.clock.detach(self.workload)
+        if self.coordination is not None:
+            await self.coordination.stop_polling()
         await self.streams.close()  # waiting Stream readers return now
         await self.schedules.stop()
         await self.scheduler.close()
@@ -147,8 +147,8 @@ class Services:
         if self.retention is not None:
             await self.retention.stop()
         self.rpcs.close()
-        if self.shared is not None:
-            await self.shared.stop()  # after the attempts stopped: the others take over now
+        if self.coordination is not None:
+            await self.coordination.stop()  # after the attempts stopped: the others take over now
         await self.database.close()
 
 
@@ -156,33 +156,33 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
     """Build the parts of an Engine: in-process coordination over SQLite, coordination
     through the database on PostgreSQL (where several processes may serve it)."""
     clock = config.clock
-    activity = Activity()
+    workload = Workload()
     process_id = new_process_id()
     committed = CommittedState(config.state_cache_bytes)
     opened = _open_database(config, committed, process_id)
     database: Database = opened
     blobs = FileBlobStore(config.blob_dir)
-    timers = ClockTimers(clock, on_fired=activity.touch)
-    shared = _multiprocess_parts(opened, process_id, registry, timers, activity, config)
+    timers = ClockTimers(clock, on_fired=workload.touch)
+    coordination = _postgres_coordination(opened, process_id, registry, timers, workload, config)
     locks: LockTable
     queue: StepQueue
     notifier: LocalNotifier
-    if shared is not None:
-        locks, queue, notifier = shared.locks, shared.queue, shared.notifier
+    if coordination is not None:
+        locks, queue, notifier = coordination.locks, coordination.queue, coordination.notifier
     else:
         locks = MemoryLockTable()
         queue = MemoryStepQueue(timers, clock)
         notifier = LocalNotifier()
-    committer = _committer(opened, notifier, activity, locks, config)
+    committer = _committer(opened, notifier, workload, locks, config)
     # Only the database's one writer sees every commit: on PostgreSQL others commit too.
     snapshots = Snapshots(
         database,
         blobs,
-        committed if shared is None and config.state_cache_bytes > 0 else None,
-        hand_on=config.value_hand_on,
+        committed if coordination is None and config.state_cache_bytes > 0 else None,
+        reuse=config.value_reuse,
     )
-    store = stream_store(config.streams, clock, config.database_url, activity.touch)
-    streams = StreamService(registry, config.streams, clock, store, activity.touch)
+    store = stream_store(config.streams, clock, config.database_url, workload.touch)
+    streams = StreamService(registry, config.streams, clock, store, workload.touch)
     starter = Starter(
         registry=registry,
         database=database,
@@ -200,7 +200,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         blobs=blobs,
         starter=starter,
         streams=streams,
-        activity=activity,
+        workload=workload,
         clock=clock,
         threads=config.step_threads,
         telemetry=config.telemetry,
@@ -211,10 +211,10 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         snapshots=snapshots,
         blobs=blobs,
         committer=committer,
-        activity=activity,
+        workload=workload,
         clock=clock,
     )
-    waits = ChannelWaits(committer=committer, timers=timers, activity=activity, clock=clock)
+    waits = ChannelWaits(committer=committer, timers=timers, workload=workload, clock=clock)
     matches = AttributeMatches(registry, database, snapshots)
     watchers = RunWatchers()
     schedules = Schedules(
@@ -223,11 +223,11 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         committer=committer,
         starter=starter,
         timers=timers,
-        activity=activity,
+        workload=workload,
         clock=clock,
         telemetry=config.telemetry,
         # Other processes create and change Schedules too: look for theirs now and then.
-        poll_seconds=config.poll_seconds if shared is not None else None,
+        poll_seconds=config.poll_seconds if coordination is not None else None,
     )
     followers = CommitFollowers(
         scheduler=scheduler,
@@ -238,8 +238,8 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         schedules=schedules,
     )
     notifier.subscribe(followers.on_commit)
-    _add_probes(activity, queue, timers, store, streams)
-    retention = _retention(config, committer, blobs, timers, activity)
+    _add_probes(workload, queue, timers, store, streams)
+    retention = _retention(config, committer, blobs, timers, workload)
     flows = FlowQueries(
         registry=registry,
         database=database,
@@ -255,7 +255,7 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         timers=timers,
         locks=locks,
         queue=queue,
-        activity=activity,
+        workload=workload,
         committer=committer,
         snapshots=snapshots,
         streams=streams,
@@ -300,27 +300,27 @@ def compose(registry: Registry, config: EngineConfig) -> Services:
         schedules=schedules,
         retention=retention,
         followers=followers,
-        shared=shared,
+        coordination=coordination,
     )
 
 
 def _committer(
     opened: SQLiteDatabase | PostgresDatabase,
     notifier: LocalNotifier,
-    activity: Activity,
+    workload: Workload,
     locks: LockTable,
     config: EngineConfig,
 ) -> Committer:
     """Return the backend's Committer: through SQLite's one ordered writer, or PostgreSQL's
     one-statement commits and relays."""
     if isinstance(opened, PostgresDatabase):
-        assert isinstance(locks, SharedLockTable)
+        assert isinstance(locks, PostgresLockTable)
         return PostgresCommitter(
-            opened, notifier, activity, locks, config.telemetry, relays=config.early_lock_release
+            opened, notifier, workload, locks, config.telemetry, relays=config.lock_handoffs
         )
     assert isinstance(locks, MemoryLockTable)
     return SQLiteCommitter(
-        opened, notifier, activity, locks, config.telemetry, handoffs=config.early_lock_release
+        opened, notifier, workload, locks, config.telemetry, handoffs=config.lock_handoffs
     )
 
 
@@ -354,43 +354,43 @@ def _open_database(
     )
 
 
-def _multiprocess_parts(
+def _postgres_coordination(
     opened: SQLiteDatabase | PostgresDatabase,
     process_id: str,
     registry: Registry,
     timers: ClockTimers,
-    activity: Activity,
+    workload: Workload,
     config: EngineConfig,
-) -> SharedParts | None:
+) -> PostgresCoordination | None:
     """Return the parts that coordinate several processes through a PostgreSQL database
     (locks, Step queue, notices, leases), or None on SQLite, where one process serves it."""
     if not isinstance(opened, PostgresDatabase):
         return None
-    return shared_parts(
+    return postgres_coordination(
         database=opened,
         process_id=process_id,
         registry=registry,
         timers=timers,
         clock=config.clock,
-        activity=activity,
+        workload=workload,
         lease_seconds=config.lease_seconds,
         poll_seconds=config.poll_seconds,
     )
 
 
 def _add_probes(
-    activity: Activity,
+    workload: Workload,
     queue: StepQueue,
     timers: ClockTimers,
     store: StreamStore | None,
     streams: StreamService,
 ) -> None:
-    """Tell ``activity`` how to name the work in hand (what ``settle`` waits for)."""
-    activity.add_probe(lambda: f"{n} {STEPS_DUE}" if (n := queue.ready()) else None)
-    activity.add_probe(lambda: TIMERS_DUE if timers.has_due() else None)
+    """Tell ``workload`` how to name the work in hand (what ``settle`` waits for)."""
+    workload.add_probe(lambda: f"{n} {STEPS_DUE}" if (n := queue.ready()) else None)
+    workload.add_probe(lambda: TIMERS_DUE if timers.has_due() else None)
     if store is not None:
-        activity.add_probe(lambda: f"{n} {TRIMS}" if (n := store.trims_running()) else None)
-        activity.add_probe(
+        workload.add_probe(lambda: f"{n} {TRIMS}" if (n := store.trims_running()) else None)
+        workload.add_probe(
             lambda: f"{n} {STEP_WRITES}" if (n := streams.step_writes_pending()) else None
         )
 
@@ -400,7 +400,7 @@ def _retention(
     committer: Committer,
     blobs: FileBlobStore,
     timers: ClockTimers,
-    activity: Activity,
+    workload: Workload,
 ) -> Retention | None:
     """Return the purge of closed runs past ``config.retention``, or None when it is off."""
     if config.retention is None:
@@ -409,7 +409,7 @@ def _retention(
         committer=committer,
         blobs=blobs,
         timers=timers,
-        activity=activity,
+        workload=workload,
         clock=config.clock,
         retention_seconds=config.retention.total_seconds(),
         interval_seconds=config.retention_check_interval.total_seconds(),

@@ -1,7 +1,7 @@
 """Turning what a handler staged into the StagedEffects one commit applies.
 
 Writes are encoded here (an indexed write carries its search value); hard-delete values go to
-the blob store now, before the commit, as the seed says: one stored value per Flow ID and key,
+the blob store now, before the commit, as Dex does: one stored value per Flow ID and key,
 overwritten in place, so a failed attempt's write can be observed.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 
 from engine import _codec
 from engine._ids import state_key
+from engine._reuse import reuse_of
 from engine._runtime.invocation import InvocationContext
 from engine._runtime.ports import BlobStore
-from engine._sharing import sharing
 from engine._specs import FlowSpec
 from engine._storage.indexes import index_write
 from engine._storage.records import NOT_DECODED, AttributeWrite, QueuedStep, StagedEffects
@@ -68,7 +68,7 @@ async def encode_writes(
             index = index_write(state.index_key, state.index.type, value, state_key(name, instance))
         # The validated value, which no handler holds, goes along for the next holder of the
         # locks, when its type lets readers share it.
-        decoded = NOT_DECODED if value is None or sharing(state.value_type) is None else value
+        decoded = NOT_DECODED if value is None or reuse_of(state.value_type) is None else value
         staged.append(AttributeWrite(name, instance, text, index=index, decoded=decoded))
     if blob_ops and store_blobs:
 

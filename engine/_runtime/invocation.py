@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine import _codec
-from engine._runtime.signals import StepCanceled
+from engine._runtime.cancellation import StepCanceled
 from engine._staging import ChannelRef, Staging, StateRef, StreamRef, StreamSender
 from engine._storage.records import ChannelDeletion, ChannelPublication, LoadPlan
 from engine.channel import ChannelMessage

@@ -71,6 +71,6 @@ async def recover(
 
 def _keep_retry_locks(locks: LockTable, step: QueuedStep, shared: bool) -> None:
     """A queued retry this process cannot run keeps its locks until the Flow times out or
-    stops (the seed). On a shared database its lock rows stay alive by themselves."""
+    stops (Dex's rule). On a shared database its lock rows stay alive by themselves."""
     if step.held_locks and step.keeps_locks and not shared:
         locks.hold_for_step(step.flow_id, step.held_locks, step.id)

@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 import logging
 
-from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import BlobStore, TimerQueue
+from engine._runtime.workload import Workload
 from engine._storage import units
 from engine.clock import Clock, to_micros
 
@@ -28,7 +28,7 @@ class Retention:
         committer: Committer,
         blobs: BlobStore,
         timers: TimerQueue,
-        activity: Activity,
+        workload: Workload,
         clock: Clock,
         retention_seconds: float,
         interval_seconds: float,
@@ -36,7 +36,7 @@ class Retention:
         self._committer = committer
         self._blobs = blobs
         self._timers = timers
-        self._activity = activity
+        self._workload = workload
         self._clock = clock
         self.retention_seconds = retention_seconds
         self.interval_seconds = interval_seconds
@@ -55,9 +55,9 @@ class Retention:
 
     def _schedule(self, when: float) -> None:
         def fire() -> None:
-            self._activity.enter(PURGES)
+            self._workload.enter(PURGES)
             self._task = asyncio.get_running_loop().create_task(self._run())
-            self._task.add_done_callback(lambda _task: self._activity.leave(PURGES))
+            self._task.add_done_callback(lambda _task: self._workload.leave(PURGES))
 
         self._timers.call_at(when, fire)
 

@@ -1,4 +1,4 @@
-"""The RPC executor: locks, one snapshot, the handler, one commit, exactly as seed 002 says."""
+"""The RPC executor: locks, one snapshot, the handler, one commit, as Dex runs an RPC."""
 
 from __future__ import annotations
 

@@ -21,18 +21,18 @@ from typing import Any
 from engine import _codec
 from engine._outcomes import OutcomeKind
 from engine._runtime import effects, failures
-from engine._runtime.activity import Activity
 from engine._runtime.attempts import Attempt, still_running
+from engine._runtime.cancellation import StepCanceled
 from engine._runtime.committer import Committer
 from engine._runtime.handler_threads import HandlerThreads
 from engine._runtime.handoff import overlay
 from engine._runtime.invocation import InvocationContext
 from engine._runtime.ports import BlobStore, LockTable, StepQueue
-from engine._runtime.signals import StepCanceled
 from engine._runtime.snapshots import Snapshots
 from engine._runtime.starts import Starter
 from engine._runtime.step_io import StepIO, is_generator_handler, run_generator
 from engine._runtime.waits import wait_spec
+from engine._runtime.workload import Workload
 from engine._specs import FlowSpec, StepSpec
 from engine._storage import units
 from engine._storage.records import (
@@ -58,7 +58,7 @@ log = logging.getLogger("dexlite.scheduler")
 ATTEMPTS = "Step attempts running"
 #: How long an attempt that failed in the runtime itself (not in its handler) waits to run again.
 RUNTIME_RETRY_SECONDS = 1.0
-#: How long a canceled attempt still running keeps its locks at most (the seed's "about one
+#: How long a canceled attempt still running keeps its locks at most (Dex's "about one
 #: second").
 CANCEL_GRACE_SECONDS = 1.0
 
@@ -77,7 +77,7 @@ class Scheduler:
         blobs: BlobStore,
         starter: Starter,
         streams: StreamService,
-        activity: Activity,
+        workload: Workload,
         clock: Clock,
         threads: int,
         telemetry: Telemetry | None = None,
@@ -91,7 +91,7 @@ class Scheduler:
         self._snapshots = snapshots
         self._blobs = blobs
         self._streams = streams
-        self._activity = activity
+        self._workload = workload
         self._clock = clock
         self._running: dict[str, Attempt] = {}
         self._releases: set[asyncio.Task[None]] = set()  # canceled attempts' delayed releases
@@ -176,7 +176,7 @@ class Scheduler:
             step = await self._queue.claim()
             attempt = Attempt(step)
             self._running[step.id] = attempt
-            self._activity.enter(ATTEMPTS)
+            self._workload.enter(ATTEMPTS)
             attempt.task = asyncio.get_running_loop().create_task(
                 self._drive(attempt), name=f"step-{step.step_type}-{step.id}"
             )
@@ -195,11 +195,11 @@ class Scheduler:
                     step.flow_id, sspec.plans[step.phase].lock_keys, step.id, step.phase
                 )
                 # Waiting for a lock is not work: only another attempt or RPC can end it.
-                self._activity.leave(ATTEMPTS)
+                self._workload.leave(ATTEMPTS)
                 try:
                     await granted
                 finally:
-                    self._activity.enter(ATTEMPTS)
+                    self._workload.enter(ATTEMPTS)
                 holds = True
             await self._attempt(attempt)
         except (asyncio.CancelledError, StepCanceled):
@@ -215,12 +215,12 @@ class Scheduler:
             if not attempt.canceled and self._running.get(step.id) is attempt:
                 del self._running[step.id]
                 due = to_micros(self._clock.now() + RUNTIME_RETRY_SECONDS)
-                # A returned attempt keeps the locks it holds while it waits (the seed).
+                # A returned attempt keeps the locks it holds while it waits (Dex's rule).
                 self.requeue(replace(step, due_at=due, returned=holds))
         finally:
             if self._running.get(step.id) is attempt:
                 del self._running[step.id]
-            self._activity.leave(ATTEMPTS)
+            self._workload.leave(ATTEMPTS)
 
     def _stop(self, attempt: Attempt) -> None:
         """Drop an attempt whose run has closed: nothing of it can commit any more."""

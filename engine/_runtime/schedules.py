@@ -20,7 +20,6 @@ from typing import Any
 from engine import _codec
 from engine._ids import moment
 from engine._limits import check_page_size
-from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import Database, TimerQueue
 from engine._runtime.schedule_specs import (
@@ -34,6 +33,7 @@ from engine._runtime.schedule_specs import (
 )
 from engine._runtime.schedule_times import MICROS, action_flow_id
 from engine._runtime.starts import Starter
+from engine._runtime.workload import Workload
 from engine._storage import schedule_rows as stored
 from engine._storage.records import StartRequest
 from engine._storage.schedule_rows import Acted, Acting, ScheduleState
@@ -80,7 +80,7 @@ class Schedules:
         committer: Committer,
         starter: Starter,
         timers: TimerQueue,
-        activity: Activity,
+        workload: Workload,
         clock: Clock,
         telemetry: Telemetry,
         poll_seconds: float | None = None,
@@ -91,7 +91,7 @@ class Schedules:
         self._committer = committer
         self._starter = starter
         self._timers = timers
-        self._activity = activity
+        self._workload = workload
         self._clock = clock
         #: On a shared database: how often to look for Schedules other processes changed.
         self._poll_seconds = poll_seconds
@@ -144,9 +144,9 @@ class Schedules:
 
     def _fire(self) -> None:
         self._armed = None
-        self._activity.enter(FIRING)
+        self._workload.enter(FIRING)
         self._task = asyncio.get_running_loop().create_task(self._round())
-        self._task.add_done_callback(lambda _task: self._activity.leave(FIRING))
+        self._task.add_done_callback(lambda _task: self._workload.leave(FIRING))
 
     async def _round(self) -> None:
         try:

@@ -10,11 +10,11 @@ from typing import Any
 
 from engine import _codec
 from engine._ids import state_key
+from engine._reuse import reuse_of
 from engine._runtime.committed_state import CommittedState
 from engine._runtime.invocation import InvocationContext
 from engine._runtime.ports import BlobStore, Database
 from engine._runtime.step_io import StepIO
-from engine._sharing import sharing
 from engine._specs import FlowSpec
 from engine._storage import reads
 from engine._storage.records import NOT_DECODED, LoadPlan, Snapshot
@@ -31,12 +31,12 @@ class Snapshots:
         blobs: BlobStore,
         committed: CommittedState | None = None,
         *,
-        hand_on: bool = True,
+        reuse: bool = True,
     ) -> None:
         self._database = database
-        #: Whether values handed on with an earlier invocation's writes are used as they are
-        #: (see ``engine._sharing``), rather than decoded again from their text.
-        self._hand_on = hand_on
+        #: Whether values an earlier invocation wrote are reused as objects where they are
+        #: (see ``engine._reuse``), rather than decoded again from their text.
+        self._reuse = reuse
         self._blobs = blobs
         #: Copies of committed state, when this process is the database's only writer.
         self._committed = committed
@@ -115,12 +115,12 @@ class Snapshots:
         if plan is not None:
             shared = shared_keys(spec, snapshot, plan)
             shared += await self.shared_instances(spec, snapshot, plan)
-        handed = _handed_on(spec, snapshot) if self._hand_on else {}
-        for (name, instance), text in (await self.texts(snapshot, shared, handed)).items():
+        reused = _reused(spec, snapshot) if self._reuse else {}
+        for (name, instance), text in (await self.texts(snapshot, shared, reused)).items():
             state = spec.states.get(name)
             if state is not None:
                 values[(name, instance)] = _codec.decode(state.value_type, text)
-        values.update(handed)
+        values.update(reused)
         return values
 
     async def context(
@@ -162,17 +162,17 @@ class Snapshots:
         )
 
 
-def _handed_on(spec: FlowSpec, snapshot: Snapshot) -> dict[tuple[str, str], Any]:
-    """Return the values an earlier invocation handed on with its writes (see
-    ``engine._sharing``), each this reader's own copy: they need no decoding."""
+def _reused(spec: FlowSpec, snapshot: Snapshot) -> dict[tuple[str, str], Any]:
+    """Return the values an earlier invocation wrote, reused as objects (see
+    ``engine._reuse``), each this reader's own copy: they need no decoding."""
     found: dict[tuple[str, str], Any] = {}
     for key, stored in snapshot.values.items():
         if stored.decoded is NOT_DECODED or stored.blob:
             continue
         state = spec.states.get(key[0])
-        share = None if state is None else sharing(state.value_type)
-        if share is not None:
-            found[key] = share(stored.decoded)
+        copy = None if state is None else reuse_of(state.value_type)
+        if copy is not None:
+            found[key] = copy(stored.decoded)
     return found
 
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from engine._runtime.signals import StepCanceled
+from engine._runtime.cancellation import StepCanceled
 from engine._staging import FlushableWriter, StreamRef
 from engine.clock import Clock
 from engine.errors import DefinitionError, InvalidStepResultError

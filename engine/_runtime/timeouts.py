@@ -13,10 +13,10 @@ import logging
 
 from engine._enums import RunStatus
 from engine._runtime import effects
-from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import BlobStore, TimerHandle, TimerQueue
 from engine._runtime.snapshots import Snapshots
+from engine._runtime.workload import Workload
 from engine._storage import units
 from engine._storage.records import RunClose, StagedEffects
 from engine.clock import Clock, to_micros
@@ -39,7 +39,7 @@ class Timeouts:
         snapshots: Snapshots,
         blobs: BlobStore,
         committer: Committer,
-        activity: Activity,
+        workload: Workload,
         clock: Clock,
     ) -> None:
         self._registry = registry
@@ -47,7 +47,7 @@ class Timeouts:
         self._snapshots = snapshots
         self._blobs = blobs
         self._committer = committer
-        self._activity = activity
+        self._workload = workload
         self._clock = clock
         self._handles: dict[str, TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -73,7 +73,7 @@ class Timeouts:
         self._fire(run_id, flow_id, flow_type)
 
     def _fire(self, run_id: str, flow_id: str, flow_type: str) -> None:
-        self._activity.enter(TIMEOUTS)
+        self._workload.enter(TIMEOUTS)
         self._firing.add(run_id)
         task = asyncio.get_running_loop().create_task(self._time_out(run_id, flow_id, flow_type))
         self._tasks.add(task)
@@ -82,7 +82,7 @@ class Timeouts:
     def _done(self, task: asyncio.Task[None], run_id: str) -> None:
         self._tasks.discard(task)
         self._firing.discard(run_id)
-        self._activity.leave(TIMEOUTS)
+        self._workload.leave(TIMEOUTS)
 
     def cancel(self, run_id: str) -> None:
         """Forget the deadline of a run that closed."""

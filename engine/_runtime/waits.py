@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer
 from engine._runtime.ports import TimerHandle, TimerQueue
+from engine._runtime.workload import Workload
 from engine._storage import durable_waits, units
 from engine._storage.records import StartRequest, WaitingStep
 from engine.channel import ChannelCondition, _Channel
@@ -87,11 +87,11 @@ class ChannelWaits:
     """The Step executions of this process waiting on Channel or SubFlow conditions."""
 
     def __init__(
-        self, *, committer: Committer, timers: TimerQueue, activity: Activity, clock: Clock
+        self, *, committer: Committer, timers: TimerQueue, workload: Workload, clock: Clock
     ) -> None:
         self._committer = committer
         self._timers = timers
-        self._activity = activity
+        self._workload = workload
         self._clock = clock
         self._watched: dict[str, _Watched] = {}
         self._by_queue: dict[tuple[str, str, str], set[str]] = {}
@@ -174,7 +174,7 @@ class ChannelWaits:
         if step_id in self._trying:
             self._again.add(step_id)  # a commit published while the last try was under way
             return
-        self._activity.enter(TRIES)
+        self._workload.enter(TRIES)
         task = asyncio.get_running_loop().create_task(self._tries(step_id))
         self._trying[step_id] = task
 
@@ -194,4 +194,4 @@ class ChannelWaits:
             log.exception("could not try the wait of Step %s", step_id)
         finally:
             self._trying.pop(step_id, None)
-            self._activity.leave(TRIES)
+            self._workload.leave(TRIES)

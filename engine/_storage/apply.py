@@ -1,6 +1,6 @@
 """The one place that knows the order in which a handler's effects commit.
 
-Seed 002: Attribute writes, then best-effort Channel deletions, then Channel publications; an
+Dex's order: Attribute writes, then best-effort Channel deletions, then Channel publications; an
 RPC's cancellations follow its publications and precede its next Steps; the Step decision comes
 last. All of it commits together, or none of it does.
 """
@@ -38,7 +38,7 @@ from engine.errors import ChannelMessageNotFoundError
 def apply_effects(
     conn: Connection, run: LockedRun, effects: StagedEffects, now: int
 ) -> list[RunChange]:
-    """Apply ``effects`` to a locked, open run in the seed's order; return what changed.
+    """Apply ``effects`` to a locked, open run in Dex's order; return what changed.
 
     The run's own change comes first; SubFlows a wait starts add the runs they changed. The
     caller checked its preconditions after locking the run (the run is open, a Step attempt

@@ -26,7 +26,7 @@ from engine._storage.prepared import Prepared
 from engine._storage.records import AttributeWrite, IndexWrite
 from engine._storage.search import fulltext
 from engine._storage.search.compiler import parse_datetime
-from engine._storage.statements import dialect_insert
+from engine._storage.unit_statements import dialect_insert
 from engine.errors import InvalidArgumentError
 
 MAX_KEYWORD_LENGTH = 2048

@@ -8,24 +8,22 @@ right after any of its commits can be read back: the Attribute values, pending C
 messages and pending Step executions of that moment (time travel, as-of reads).
 
 The unit's history events and change-log rows are kept here and written when the unit ends,
-each table in one statement. :func:`journaled` gives a unit its journal; a row-level helper
-reaches it through the connection (:func:`journal`).
+each table in one statement. ``units.journaled`` gives a unit its journal; a row-level
+helper reaches it through the connection (:func:`journal`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import Connection, insert
 
 from engine._storage import tables as t
-from engine._storage.postgres.tail import tail_of
+from engine._storage.deferred import deferred_of
 from engine._storage.prepared import Prepared
-from engine._storage.statements import _TAKE_RUN
-
-T = TypeVar("T")
+from engine._storage.unit_statements import _TAKE_RUN
 
 #: ``conn.info`` key of the running unit's journal.
 JOURNAL = "dexlite.journal"
@@ -60,7 +58,7 @@ class Journal:
         if run_id not in self._runs:
             self._runs[run_id] = [None, logged, 0]
 
-    def commit(self, conn: Connection, run_id: str) -> int:
+    def number(self, conn: Connection, run_id: str) -> int:
         """Return this unit's commit number for ``run_id`` (the caller locked the run).
 
         A run that keeps no change log takes none (0): nothing reads its commit numbers.
@@ -94,7 +92,7 @@ class Journal:
         commit: int | None = None
         for kind, details in events:
             if commit is None:
-                commit = self.commit(conn, run_id)
+                commit = self.number(conn, run_id)
             rows.append(
                 {
                     "run_id": run_id,
@@ -118,7 +116,7 @@ class Journal:
         at: int | None = None,
     ) -> None:
         """Queue one change of the run's state for its change log (kept only if it logs)."""
-        commit = self.commit(conn, run_id)
+        commit = self.number(conn, run_id)
         found = self._runs[run_id]
         if not found[1]:
             return
@@ -140,11 +138,11 @@ class Journal:
 
     def flush(self, conn: Connection) -> None:
         """Write the queued history events and log rows (each table in one statement), or
-        hand them to the unit's tail (see ``tail``)."""
-        tail = tail_of(conn)
-        if tail is not None:
-            tail.history(self._history)
-            tail.log(self._log)
+        leave them to the end of the unit (see ``deferred``)."""
+        deferred = deferred_of(conn)
+        if deferred is not None:
+            deferred.history.extend(self._history)
+            deferred.log.extend(self._log)
             self._history, self._log = [], []
             return
         if self._history:
@@ -161,26 +159,3 @@ def journal(conn: Connection) -> Journal:
     if found is None:
         raise RuntimeError("a change to a run outside a journaled commit unit")
     return found
-
-
-def journaled(
-    unit: Callable[[Connection], T], *, external: bool = False
-) -> Callable[[Connection], T]:
-    """Wrap ``unit`` so that it runs with a journal of its own, written when it ends.
-
-    A unit may run twice (replayed after its batch rolled back): each run starts afresh.
-    """
-
-    def run(conn: Connection) -> T:
-        # Held here: after a lost connection, Connection.info raises instead of answering,
-        # and would hide the error that lost it.
-        info = conn.info
-        log = info[JOURNAL] = Journal(external=external)
-        try:
-            result = unit(conn)
-            log.flush(conn)
-            return result
-        finally:
-            info.pop(JOURNAL, None)
-
-    return run

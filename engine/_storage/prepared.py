@@ -1,15 +1,16 @@
 """Hot statements compiled once and run on the driver's own connection.
 
-``Connection.execute`` costs SQLAlchemy tens of microseconds per statement beyond SQLite's own
-work (an execution context, parameter and result processing, result metadata). On the single
-writer every commit unit pays that several times over, and it was the largest part of the
-writer thread's time. A :class:`Prepared` statement is a Core statement compiled once per set
-of parameter keys; on SQLite it runs straight on the ``sqlite3`` connection underneath the
-SQLAlchemy Connection (so inside the same transaction), on PostgreSQL straight on asyncpg (see
-``pg_direct``), on any other dialect through ``Connection.execute`` as before. Rows come back as
-tuples that also name their columns.
+``Connection.execute`` costs SQLAlchemy tens of microseconds per statement beyond the driver's
+own work (an execution context, parameter and result processing, result metadata). On the hot
+path every commit unit pays that several times over. A :class:`Prepared` statement is a Core
+statement compiled once per set of parameter keys, and run by the :class:`Driver` the
+database registered for its engine (:func:`use_driver`): SQLite's runs it on the ``sqlite3``
+connection under the SQLAlchemy one, PostgreSQL's on asyncpg, both inside the same
+transaction (``sqlite/driver.py``, ``postgres/driver.py``). On an engine with no driver
+(a tool's, a test's, or with the acceleration off) it goes through ``Connection.execute``.
+Rows come back as tuples that also name their columns.
 
-A prepared statement bypasses ``Connection.execute``, so it tells SQLAlchemy's
+A prepared statement bypasses ``Connection.execute``, so its driver tells SQLAlchemy's
 ``before_cursor_execute`` listeners itself (with ``cursor`` and ``context`` None): SQL tracing,
 the bench and tests see every statement through the usual event, without patching this module.
 Without a listener that costs two attribute reads.
@@ -24,12 +25,10 @@ from __future__ import annotations
 import weakref
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.sql import ClauseElement
-
-from engine._storage.postgres import asyncpg_calls as pg_direct
 
 
 class CompiledStatement:
@@ -81,8 +80,44 @@ class CompiledStatement:
         return [make(r) for r in rows]
 
 
+class Driver(Protocol):
+    """How prepared statements run on the connections of one engine (see :func:`use_driver`).
+
+    Each method runs ``compiled`` with ``arguments`` (in the text's order) on the driver
+    connection under ``conn``, in its transaction, having told the ``before_cursor_execute``
+    listeners of ``conn``."""
+
+    def rows(
+        self, conn: Connection, compiled: CompiledStatement, arguments: Any
+    ) -> tuple[list[Any], Any]:
+        """Return every row, and the cursor's description of their columns (None when the
+        rows name their columns themselves)."""
+
+    def tuples(self, conn: Connection, compiled: CompiledStatement, arguments: Any) -> list[Any]:
+        """Return every row as a plain tuple."""
+
+    def run(self, conn: Connection, compiled: CompiledStatement, arguments: Any) -> int:
+        """Run a statement that returns no rows; return how many rows it changed."""
+
+    def many(self, conn: Connection, compiled: CompiledStatement, rows: list[Any]) -> None:
+        """Run the statement once per arguments of ``rows``."""
+
+
+#: The driver of each engine's connections, by its dialect (each engine has its own).
+_DRIVERS: weakref.WeakKeyDictionary[Any, Driver] = weakref.WeakKeyDictionary()
+
+
+def use_driver(engine: Engine, driver: Driver | None) -> None:
+    """Run prepared statements on ``engine``'s connections with ``driver``; None: through
+    ``Connection.execute`` like any other statement."""
+    if driver is None:
+        _DRIVERS.pop(engine.dialect, None)
+    else:
+        _DRIVERS[engine.dialect] = driver
+
+
 class Prepared:
-    """A Core statement that runs on SQLite's driver cursor, compiled once per key set."""
+    """A Core statement compiled once per key set, run by its engine's driver."""
 
     __slots__ = ("_compiled", "statement")
 
@@ -109,42 +144,25 @@ class Prepared:
 
     def rows(self, conn: Connection, params: Mapping[str, Any] | None = None) -> list[Any]:
         """Run the statement and return all its rows."""
-        if not _direct(conn):
-            if pg_direct.on_asyncpg(conn):
-                compiled = self._for(conn, None)
-                arguments = compiled.arguments(params or {})
-                _announce(conn, compiled.sql, arguments, False)
-                records = pg_direct.fetch(conn, compiled.sql, arguments)
-                return compiled.named_records(records) if records else []
+        driver = _DRIVERS.get(conn.dialect)
+        if driver is None:
             return list(conn.execute(self.statement, dict(params or {})).all())
         compiled = self._for(conn, None)
-        arguments = compiled.arguments(params or {})
-        _announce(conn, compiled.sql, arguments, False)
-        cursor = conn.connection.driver_connection.execute(  # type: ignore[union-attr]
-            compiled.sql, arguments
-        )
-        fetched = cursor.fetchall()
-        return compiled.named(cursor.description, fetched) if fetched else []
+        found, description = driver.rows(conn, compiled, compiled.arguments(params or {}))
+        if not found:
+            return []
+        if description is None:
+            return compiled.named_records(found)
+        return compiled.named(description, found)
 
     def tuples(self, conn: Connection, params: Mapping[str, Any] | None = None) -> list[Any]:
         """Run the statement and return its rows as plain tuples, in the statement's column
         order (cheaper than :meth:`rows` for many rows)."""
-        if not _direct(conn):
-            if pg_direct.on_asyncpg(conn):
-                compiled = self._for(conn, None)
-                arguments = compiled.arguments(params or {})
-                _announce(conn, compiled.sql, arguments, False)
-                records = pg_direct.fetch(conn, compiled.sql, arguments)
-                return [tuple(record) for record in records]
+        driver = _DRIVERS.get(conn.dialect)
+        if driver is None:
             return [tuple(row) for row in conn.execute(self.statement, dict(params or {}))]
         compiled = self._for(conn, None)
-        arguments = compiled.arguments(params or {})
-        _announce(conn, compiled.sql, arguments, False)
-        cursor = conn.connection.driver_connection.execute(  # type: ignore[union-attr]
-            compiled.sql, arguments
-        )
-        fetched: list[Any] = cursor.fetchall()
-        return fetched
+        return driver.tuples(conn, compiled, compiled.arguments(params or {}))
 
     def first(self, conn: Connection, params: Mapping[str, Any] | None = None) -> Any:
         """Run the statement and return its first row, or None."""
@@ -160,20 +178,11 @@ class Prepared:
 
     def run(self, conn: Connection, params: Mapping[str, Any] | None = None) -> int:
         """Run a statement that returns no rows; return how many rows it changed."""
-        if not _direct(conn):
-            if pg_direct.on_asyncpg(conn):
-                compiled = self._for(conn, None)
-                arguments = compiled.arguments(params or {})
-                _announce(conn, compiled.sql, arguments, False)
-                return pg_direct.execute(conn, compiled.sql, arguments)
+        driver = _DRIVERS.get(conn.dialect)
+        if driver is None:
             return int(conn.execute(self.statement, dict(params or {})).rowcount)
         compiled = self._for(conn, None)
-        arguments = compiled.arguments(params or {})
-        _announce(conn, compiled.sql, arguments, False)
-        cursor = conn.connection.driver_connection.execute(  # type: ignore[union-attr]
-            compiled.sql, arguments
-        )
-        return int(cursor.rowcount)
+        return driver.run(conn, compiled, compiled.arguments(params or {}))
 
     def many(self, conn: Connection, params: Sequence[Mapping[str, Any]]) -> None:
         """Run an INSERT (or another statement) once per parameter set, all with the same keys.
@@ -182,44 +191,9 @@ class Prepared:
         """
         if not params:
             return
-        if not _direct(conn):
-            if pg_direct.on_asyncpg(conn):
-                compiled = self._for(conn, tuple(sorted(params[0])))
-                rows = [compiled.arguments(p) for p in params]
-                _announce(conn, compiled.sql, rows, True)
-                pg_direct.executemany(conn, compiled.sql, rows)
-                return
+        driver = _DRIVERS.get(conn.dialect)
+        if driver is None:
             conn.execute(self.statement, [dict(p) for p in params])
             return
         compiled = self._for(conn, tuple(sorted(params[0])))
-        rows = [compiled.arguments(p) for p in params]
-        _announce(conn, compiled.sql, rows, True)
-        conn.connection.driver_connection.executemany(  # type: ignore[union-attr]
-            compiled.sql, rows
-        )
-
-
-#: Call the ``before_cursor_execute`` listeners of a Connection, if it has any (SQLAlchemy's
-#: internals: they are read in ``pg_direct`` only).
-_announce = pg_direct.announce
-
-
-#: Dialects (one per SQLAlchemy engine) whose prepared statements go through SQLAlchemy.
-_THROUGH_SQLALCHEMY: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def through_sqlalchemy(engine: Engine) -> None:
-    """Run prepared statements on ``engine``'s connections through ``Connection.execute``,
-    like any other statement: the off switch of this acceleration (the bench measures it)."""
-    _THROUGH_SQLALCHEMY.add(engine.dialect)
-
-
-def _direct(conn: Connection) -> bool:
-    """True on the stdlib sqlite3 driver, whose cursor a prepared statement runs on (aiosqlite,
-    used by some tools and tests through ``run_sync``, goes through SQLAlchemy)."""
-    dialect = conn.dialect
-    return (
-        dialect.name == "sqlite"
-        and dialect.driver == "pysqlite"
-        and dialect not in _THROUGH_SQLALCHEMY
-    )
+        driver.many(conn, compiled, [compiled.arguments(p) for p in params])

@@ -35,15 +35,15 @@ from engine._storage.records import (
     RunInfo,
     Snapshot,
     StepState,
-    StoredMessage,
+    StoredChannelMessage,
     StoredValue,
 )
-from engine._storage.statements import filter_only
+from engine._storage.unit_statements import filter_only
 
 T = TypeVar("T")
 
 
-class Database(Protocol):
+class Reader(Protocol):
     """What these reads need of the database: reads of the last committed state."""
 
     async def read(self, query: Callable[[Connection], T]) -> T:
@@ -118,7 +118,7 @@ def _run_statement(by_run_id: bool) -> Prepared:
     )
 
 
-async def load_run(db: Database, flow_id: str, run_id: str | None = None) -> RunInfo | None:
+async def load_run(db: Reader, flow_id: str, run_id: str | None = None) -> RunInfo | None:
     """Return the given run, or the latest run of ``flow_id``; None when there is none."""
     query = _run_statement(run_id is not None)
     params = {"flow_id": flow_id, "run_id": run_id}
@@ -130,7 +130,7 @@ Completion = tuple[str, str, str | None]
 
 
 async def load_result(
-    db: Database, flow_id: str, run_id: str | None = None
+    db: Reader, flow_id: str, run_id: str | None = None
 ) -> tuple[RunInfo, list[Completion]] | None:
     """Return the given run (or the latest of ``flow_id``) with its completions so far, in
     the order they closed, in one read; None when there is no such run."""
@@ -265,7 +265,7 @@ def _snapshot_statement(by_run_id: bool, plan: LoadPlan) -> Prepared:
 
 
 async def load_snapshot(
-    db: Database, flow_id: str, run_id: str | None, plan: LoadPlan
+    db: Reader, flow_id: str, run_id: str | None, plan: LoadPlan
 ) -> Snapshot | None:
     """Return a run with the Attribute rows and Channel state ``plan`` names, read by one
     statement (so from one committed state)."""
@@ -287,16 +287,16 @@ async def load_snapshot(
             found.append(row)
     if run is None:
         return None
-    messages: dict[tuple[str, str], list[StoredMessage]] = {}
+    messages: dict[tuple[str, str], list[StoredChannelMessage]] = {}
     for row in sorted(found, key=lambda r: r.seq):
         messages.setdefault((row.name, row.instance), []).append(
-            StoredMessage(row.message_id, row.value, row.published_at)
+            StoredChannelMessage(row.message_id, row.value, row.published_at)
         )
     return Snapshot(run, values, sizes, messages)
 
 
 async def history(
-    db: Database, run_id: str, after_id: int, limit: int
+    db: Reader, run_id: str, after_id: int, limit: int
 ) -> list[tuple[int, str, int, str]]:
     """Return up to ``limit`` events of the run after ``after_id``, oldest first."""
     h = t.history
@@ -310,7 +310,7 @@ async def history(
     return [(r.id, r.event_type, r.at, r.details) for r in rows]
 
 
-async def pending_steps(db: Database, run_id: str) -> list[tuple[Any, ...]]:
+async def pending_steps(db: Reader, run_id: str) -> list[tuple[Any, ...]]:
     """Return the run's pending Step executions, oldest first: (ID, Step type, phase, attempt,
     created at, due at, the JSON of its wait or None)."""
     se, sw = t.step_executions, t.step_waits
@@ -332,14 +332,14 @@ async def pending_steps(db: Database, run_id: str) -> list[tuple[Any, ...]]:
     return [tuple(row) for row in rows]
 
 
-async def running_runs(db: Database) -> list[RunInfo]:
+async def running_runs(db: Reader) -> list[RunInfo]:
     """Return every open run (for recovery)."""
     query = select(*[t.runs.c[c] for c in _RUN_COLUMNS]).where(t.runs.c.status == RunStatus.RUNNING)
     rows = await db.scan(lambda conn: conn.execute(query).all())
     return [_run_from(r) for r in rows]
 
 
-async def active_steps(db: Database) -> list[tuple[QueuedStep, dict[str, Any] | None]]:
+async def active_steps(db: Reader) -> list[tuple[QueuedStep, dict[str, Any] | None]]:
     """Return every active Step of every open run, oldest first (for recovery), each with the
     spec of its wait when it waits on Channel conditions."""
     se, r = t.step_executions, t.runs
@@ -405,8 +405,8 @@ def _queued_step(row: Any, fence: int = 0) -> QueuedStep:
 
 
 async def channel_page(
-    db: Database, run_id: str, channel: str, instance: str, after_seq: int, limit: int
-) -> list[tuple[int, StoredMessage]]:
+    db: Reader, run_id: str, channel: str, instance: str, after_seq: int, limit: int
+) -> list[tuple[int, StoredChannelMessage]]:
     """Return up to ``limit`` pending messages of a queue after ``after_seq``, oldest first."""
     cm = t.channel_messages
     query = (
@@ -421,7 +421,7 @@ async def channel_page(
         .limit(limit)
     )
     rows = await db.scan(lambda conn: conn.execute(query).all())
-    return [(r.seq, StoredMessage(r.message_id, r.value, r.published_at)) for r in rows]
+    return [(r.seq, StoredChannelMessage(r.message_id, r.value, r.published_at)) for r in rows]
 
 
 __all__: Sequence[str] = (
@@ -436,7 +436,7 @@ __all__: Sequence[str] = (
 )
 
 
-async def blob_instances(db: Database, flow_id: str, names: list[str]) -> list[tuple[str, str]]:
+async def blob_instances(db: Reader, flow_id: str, names: list[str]) -> list[tuple[str, str]]:
     """Return the (map, instance) keys of hard-delete map values any run of ``flow_id`` wrote
     (their one stored value is shared by every run of the Flow ID)."""
     a, r = t.attributes, t.runs

@@ -95,7 +95,7 @@ class StoredValue:
     """A stored Attribute value: JSON text, or a reference to a hard-delete blob.
 
     ``decoded`` is the value the text encodes, when the invocation that wrote it handed it on
-    (see ``engine._sharing``); storage never sets it.
+    (see ``engine._reuse``); storage never sets it.
     """
 
     value: str | None
@@ -104,7 +104,7 @@ class StoredValue:
 
 
 @dataclass(frozen=True)
-class StoredMessage:
+class StoredChannelMessage:
     """A pending Channel message as stored: ID, JSON text, publication time (µs)."""
 
     message_id: str
@@ -123,7 +123,7 @@ class Snapshot:
     run: RunInfo
     values: dict[tuple[str, str], StoredValue]
     sizes: dict[tuple[str, str], int] = field(default_factory=dict)
-    messages: dict[tuple[str, str], list[StoredMessage]] = field(default_factory=dict)
+    messages: dict[tuple[str, str], list[StoredChannelMessage]] = field(default_factory=dict)
 
 
 # -- writes -----------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ class AttributeWrite:
     blob: bool = False
     index: IndexWrite | None = None
     #: The value ``value`` encodes, when its type lets later invocations share it (see
-    #: ``engine._sharing``); only handed-off snapshots use it.
+    #: ``engine._reuse``); only handed-off snapshots use it.
     decoded: Any = field(default=NOT_DECODED, compare=False, repr=False)
     #: A hard-delete Attribute's write or erase (``blob`` says which): its value lives in the
     #: blob store, one per Flow ID, and the change log never keeps it.
@@ -314,7 +314,7 @@ Args = tuple[Any, ...]
 class StagedEffects:
     """Every durable effect of one handler invocation, committed together.
 
-    :func:`engine._storage.apply.apply_effects` applies them in the seed's order: Attribute
+    :func:`engine._storage.apply.apply_effects` applies them in Dex's order: Attribute
     writes, best-effort Channel deletions, Channel publications, cancellations, next Steps,
     then the decision. ``output`` is an RPC's validated output, returned once committed.
     Which kinds of effects a commit has is asked here and nowhere else (:meth:`changes_state`,

@@ -18,7 +18,7 @@ from engine._storage import past
 from engine._storage import tables as t
 from engine._storage.indexes import apply_index_writes
 from engine._storage.records import AttributeWrite, IndexWrite, Phase, QueuedStep, StepState
-from engine._storage.statements import CLAIMANT, _upsert_attributes
+from engine._storage.unit_statements import CLAIMANT, _upsert_attributes
 
 #: ``indexer(name, instance, json)``: the search value a restored write sets, if indexed.
 Indexer = Callable[[str, str, str | None], IndexWrite | None]

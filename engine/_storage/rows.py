@@ -16,12 +16,12 @@ from sqlalchemy import Connection, bindparam
 from engine._enums import HistoryEventType, RunStatus
 from engine._ids import step_id
 from engine._storage import tables as t
+from engine._storage.deferred import deferred_of
 from engine._storage.indexes import apply_index_writes
 from engine._storage.journal import JOURNAL, WRITE, journal
-from engine._storage.postgres.tail import tail_of
 from engine._storage.prepared import Prepared
 from engine._storage.records import AttributeWrite, Phase, QueuedStep, StartRequest, StepState
-from engine._storage.statements import (
+from engine._storage.unit_statements import (
     _ACTIVE_STEPS,
     _ACTIVE_STEPS_OF_TYPES,
     _ATTEMPT,
@@ -300,7 +300,7 @@ def insert_steps(conn: Connection, steps: Iterable[QueuedStep], now: int) -> Non
             "due_at": s.due_at,
             "created_at": now,
             "is_completion": False,
-            "created_commit": (commit := log.commit(conn, s.run_id)),
+            "created_commit": (commit := log.number(conn, s.run_id)),
             # An execution without a wait_for is in its execute phase from the start.
             "execute_commit": commit if s.phase == Phase.EXECUTE else None,
         }
@@ -355,7 +355,7 @@ def requeue_step(conn: Connection, step: QueuedStep) -> None:
         "b_due": step.due_at,
         "b_held": held,
         "b_execute": (
-            journal(conn).commit(conn, step.run_id) if step.phase == Phase.EXECUTE else None
+            journal(conn).number(conn, step.run_id) if step.phase == Phase.EXECUTE else None
         ),
     }
     claimant = conn.info.get(CLAIMANT)
@@ -380,11 +380,11 @@ def close_step(
     read_again: bool = True,
 ) -> None:
     """Close a Step execution with its outcome, decided in ``phase``; with its unit's last
-    writes (see ``tail``) unless the unit reads the execution again (``read_again``)."""
-    commit = journal(conn).commit(conn, run_id)
-    tail = None if read_again else tail_of(conn)
-    if tail is not None:
-        tail.close_step(
+    writes (see ``deferred``) unless the unit reads the execution again (``read_again``)."""
+    commit = journal(conn).number(conn, run_id)
+    deferred = None if read_again else deferred_of(conn)
+    if deferred is not None:
+        deferred.closes.append(
             {
                 "id": step_id,
                 "state": state.value,
@@ -435,7 +435,7 @@ def cancel_steps(
     keep_ids = set(keep)
     ids = tuple(step_id for step_id in found if step_id not in keep_ids)
     if ids:
-        commit = journal(conn).commit(conn, run_id)
+        commit = journal(conn).number(conn, run_id)
         conn.execute(_CANCEL_STEPS, {"ids": list(ids), "b_now": now, "b_commit": commit})
     return ids
 

@@ -21,10 +21,10 @@ from engine._enums import RunStatus
 from engine._storage import rows, start_units
 from engine._storage import tables as t
 from engine._storage.apply import apply_effects
-from engine._storage.journal import journaled
-from engine._storage.reads import Database
+from engine._storage.reads import Reader
 from engine._storage.records import CommitResult, RunChange, RunClose, StagedEffects, StartRequest
-from engine._storage.statements import dialect_insert
+from engine._storage.unit_statements import dialect_insert
+from engine._storage.units import journaled
 from engine.errors import FlowAlreadyStartedError, ScheduleAlreadyExistsError, ScheduleNotFoundError
 
 #: The actions describeSchedule lists; older ones are deleted as new ones come.
@@ -360,7 +360,7 @@ class StoredAction:
     status: str
 
 
-async def load(db: Database, schedule_id: str) -> ScheduleState | None:
+async def load(db: Reader, schedule_id: str) -> ScheduleState | None:
     """Return a Schedule's row, or None."""
     s = t.schedules
     query = select(s).where(s.c.schedule_id == schedule_id)
@@ -368,7 +368,7 @@ async def load(db: Database, schedule_id: str) -> ScheduleState | None:
     return None if row is None else _state(row)
 
 
-async def page(db: Database, after_id: str, limit: int) -> list[ScheduleState]:
+async def page(db: Reader, after_id: str, limit: int) -> list[ScheduleState]:
     """Return up to ``limit`` Schedules by ID after ``after_id``."""
     s = t.schedules
     query = select(s).where(s.c.schedule_id > after_id).order_by(s.c.schedule_id).limit(limit)
@@ -376,7 +376,7 @@ async def page(db: Database, after_id: str, limit: int) -> list[ScheduleState]:
     return [_state(row) for row in found]
 
 
-async def actions(db: Database, schedule_id: str) -> list[StoredAction]:
+async def actions(db: Reader, schedule_id: str) -> list[StoredAction]:
     """Return a Schedule's recent actions, newest first, with their runs' statuses."""
     a, r = t.schedule_actions, t.runs
     query = (
@@ -391,7 +391,7 @@ async def actions(db: Database, schedule_id: str) -> list[StoredAction]:
     return [StoredAction(*row[:4], row.status or "PURGED") for row in found]
 
 
-async def running(db: Database, schedule_id: str) -> list[str]:
+async def running(db: Reader, schedule_id: str) -> list[str]:
     """Return the Flow IDs of a Schedule's actions still running."""
     r = t.runs
     query = (
@@ -403,7 +403,7 @@ async def running(db: Database, schedule_id: str) -> list[str]:
     return [row.flow_id for row in found]
 
 
-async def due(db: Database, now: int, limit: int) -> list[ScheduleState]:
+async def due(db: Reader, now: int, limit: int) -> list[ScheduleState]:
     """Return Schedules with a time due by ``now`` (unpaused) or a buffered time, earliest
     first, at most ``limit``."""
     s = t.schedules
@@ -417,12 +417,12 @@ async def due(db: Database, now: int, limit: int) -> list[ScheduleState]:
     return [_state(row) for row in found]
 
 
-async def flow_running(db: Database, flow_id: str) -> bool:
+async def flow_running(db: Reader, flow_id: str) -> bool:
     """Return whether the latest run of ``flow_id`` is running."""
     return bool(await db.read(lambda conn: _running(conn, flow_id)))
 
 
-async def earliest(db: Database) -> int | None:
+async def earliest(db: Reader) -> int | None:
     """Return the earliest next time of an unpaused Schedule, or None."""
     s = t.schedules
     query = select(func.min(s.c.next_time)).where(s.c.paused.is_(False))

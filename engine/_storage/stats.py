@@ -9,7 +9,7 @@ from sqlalchemy import Connection, and_, case, func, select
 
 from engine._enums import RunStatus
 from engine._storage import tables as t
-from engine._storage.reads import Database
+from engine._storage.reads import Reader
 from engine._storage.records import Phase, StepState
 
 
@@ -24,7 +24,7 @@ class LoadCounts:
     timers_scheduled: int
 
 
-async def load_counts(database: Database, now: int) -> LoadCounts:
+async def load_counts(database: Reader, now: int) -> LoadCounts:
     """Return the open runs by Flow type and the state of the pending Step executions.
 
     A Step execution is due when it runs next at ``now`` or earlier (its ``due_at``, or its

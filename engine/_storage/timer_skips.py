@@ -18,7 +18,6 @@ from engine._enums import HistoryEventType
 from engine._storage import durable_waits, reads, rows
 from engine._storage import tables as t
 from engine._storage.apply import complete_if_met
-from engine._storage.journal import journaled
 from engine._storage.records import (
     CommitResult,
     Phase,
@@ -27,6 +26,7 @@ from engine._storage.records import (
     StepState,
     WaitingStep,
 )
+from engine._storage.units import journaled
 from engine.errors import FlowNotActiveOrNotFoundError, FlowNotFoundError, InvalidArgumentError
 
 

@@ -31,9 +31,10 @@ from sqlalchemy import Connection, bindparam, func, insert, select
 from engine._enums import HistoryEventType, IdReusePolicy, RunStatus
 from engine._storage import channel_messages, past, restore, rows
 from engine._storage import tables as t
-from engine._storage.journal import DELETE, PUBLISH, WRITE, journal, journaled
+from engine._storage.journal import DELETE, PUBLISH, WRITE, journal
 from engine._storage.records import AttributeWrite, CommitResult, RunChange, StartRequest
 from engine._storage.restore import Indexer
+from engine._storage.units import journaled
 from engine.errors import (
     FailedPreconditionError,
     FlowAlreadyStartedError,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, delete, select
 
@@ -20,7 +20,7 @@ from engine._ids import execution_id, state_key, to_rfc3339
 from engine._storage import channel_messages, durable_waits, rows, start_units
 from engine._storage import tables as t
 from engine._storage.apply import apply_effects, complete_if_met
-from engine._storage.journal import journaled
+from engine._storage.journal import JOURNAL, Journal
 from engine._storage.records import (
     ChannelDeletion,
     ChannelPublication,
@@ -38,6 +38,30 @@ from engine._storage.rows import LockedRun
 from engine.errors import ChannelMessageNotFoundError, FlowNotActiveOrNotFoundError
 
 Unit = Callable[[Connection], CommitResult]
+T = TypeVar("T")
+
+
+def journaled(
+    unit: Callable[[Connection], T], *, external: bool = False
+) -> Callable[[Connection], T]:
+    """Wrap ``unit`` so that it runs with a journal of its own, written when it ends.
+
+    A unit may run twice (replayed after its batch rolled back): each run starts afresh.
+    """
+
+    def run(conn: Connection) -> T:
+        # Held here: after a lost connection, Connection.info raises instead of answering,
+        # and would hide the error that lost it.
+        info = conn.info
+        log = info[JOURNAL] = Journal(external=external)
+        try:
+            result = unit(conn)
+            log.flush(conn)
+            return result
+        finally:
+            info.pop(JOURNAL, None)
+
+    return run
 
 
 class StaleAttemptError(Exception):

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from engine._streams.store_interface import StoredMessage, sequence_of
+from engine._streams.store_interface import StoredStreamMessage, sequence_of
 from engine._streams.trimming import Trimming
 from engine.errors import FailedPreconditionError, ResourceExhaustedError
 from engine.stream import StreamStoreConfig
@@ -33,13 +33,13 @@ class _Instance:
     __slots__ = ("messages", "head")
 
     def __init__(self) -> None:
-        self.messages: list[StoredMessage] = []
+        self.messages: list[StoredStreamMessage] = []
         self.head = 0
 
     def __len__(self) -> int:
         return len(self.messages) - self.head
 
-    def popleft(self) -> StoredMessage:
+    def popleft(self) -> StoredStreamMessage:
         message = self.messages[self.head]
         self.head += 1
         if self.head >= 256 and self.head * 2 >= len(self.messages):
@@ -47,11 +47,11 @@ class _Instance:
             self.head = 0
         return message
 
-    def first_after(self, seq: int) -> StoredMessage | None:
+    def first_after(self, seq: int) -> StoredStreamMessage | None:
         i = bisect_right(self.messages, seq, lo=self.head, key=sequence_of)
         return self.messages[i] if i < len(self.messages) else None
 
-    def page_before(self, seq: int | None, size: int) -> tuple[list[StoredMessage], bool]:
+    def page_before(self, seq: int | None, size: int) -> tuple[list[StoredStreamMessage], bool]:
         end = len(self.messages)
         if seq is not None:
             end = bisect_left(self.messages, seq, lo=self.head, key=sequence_of)
@@ -79,7 +79,7 @@ class _StreamState:
         self.usage = 0
         self.next_seq = 1
         self.instances: dict[str, _Instance] = {}
-        self.order: deque[StoredMessage] = deque()  # every Flow ID's messages, oldest first
+        self.order: deque[StoredStreamMessage] = deque()  # every Flow ID's messages, oldest first
 
 
 class _Waiter:
@@ -181,7 +181,7 @@ class MemoryStreamStore:
 
     async def append(
         self, flow_type: str, name: str, capacity: int, flow_id: str, source: str, text: str
-    ) -> StoredMessage:
+    ) -> StoredStreamMessage:
         """Append a message or raise ResourceExhaustedError (asking trimming for room)."""
         if self.closed:
             raise FailedPreconditionError("the Stream Store is closed", operation="writeStream")
@@ -217,7 +217,7 @@ class MemoryStreamStore:
                 "trimming the largest Streams, retry after a short delay",
                 retryable=True,
             )
-        message = StoredMessage(state.next_seq, flow_id, text, source, self.clock.now(), size)
+        message = StoredStreamMessage(state.next_seq, flow_id, text, source, self.clock.now(), size)
         state.next_seq += 1
         instance = state.instances.get(flow_id)
         if instance is None:
@@ -237,7 +237,7 @@ class MemoryStreamStore:
 
     async def next_after(
         self, flow_type: str, name: str, flow_id: str, after: int, wait_seconds: float
-    ) -> StoredMessage | None:
+    ) -> StoredStreamMessage | None:
         """Return the first retained message with a sequence above ``after``, waiting up to
         ``wait_seconds`` for one to be written."""
         loop = asyncio.get_running_loop()
@@ -271,7 +271,7 @@ class MemoryStreamStore:
 
     async def page(
         self, flow_type: str, name: str, flow_id: str, before: int | None, size: int
-    ) -> tuple[list[StoredMessage], bool]:
+    ) -> tuple[list[StoredStreamMessage], bool]:
         """Return up to ``size`` messages older than ``before`` (or the tail), newest first,
         and whether older retained messages remain."""
         if self.closed:

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
-from engine._streams.multiprocess_store import Appended, Refused, SharedStreamStore
-from engine._streams.store_interface import StoredMessage
+from engine._streams.external_store import Appended, ExternalStreamStore, Refused
+from engine._streams.store_interface import StoredStreamMessage
 from engine.errors import InvalidArgumentError
 from engine.stream import StreamStoreConfig
 
@@ -149,7 +149,7 @@ class _TotalRefused(Exception):
         self.epoch = epoch
 
 
-class PostgresStreamStore(SharedStreamStore):
+class PostgresStreamStore(ExternalStreamStore):
     """Stream messages in PostgreSQL, shared by every process of the database."""
 
     kind = "postgres"
@@ -257,8 +257,8 @@ class PostgresStreamStore(SharedStreamStore):
 
     async def append(
         self, flow_type: str, name: str, capacity: int, flow_id: str, source: str, text: str
-    ) -> StoredMessage:
-        """Append a message (see SharedStreamStore.append); a source PostgreSQL text cannot
+    ) -> StoredStreamMessage:
+        """Append a message (see ExternalStreamStore.append); a source PostgreSQL text cannot
         hold (a NUL character) is an InvalidArgumentError instead of a server error."""
         if "\x00" in source:
             raise InvalidArgumentError(
@@ -274,7 +274,7 @@ class PostgresStreamStore(SharedStreamStore):
             return str(await conn.fetchval(EPOCH, self.namespace))
 
     async def _append_once(
-        self, flow_type: str, name: str, capacity: int, message: StoredMessage
+        self, flow_type: str, name: str, capacity: int, message: StoredStreamMessage
     ) -> Appended | Refused:
         ns, size, config = self.namespace, message.size, self.config
         async with self._pool.acquire() as conn:
@@ -312,7 +312,7 @@ class PostgresStreamStore(SharedStreamStore):
 
     async def _first_after(
         self, flow_type: str, name: str, flow_id: str, after: int
-    ) -> tuple[str | None, StoredMessage | None]:
+    ) -> tuple[str | None, StoredStreamMessage | None]:
         rows = await self._pool.fetch(
             FIRST_AFTER, self.namespace, flow_type, name, flow_id, after, 1
         )
@@ -321,7 +321,7 @@ class PostgresStreamStore(SharedStreamStore):
 
     async def _page(
         self, flow_type: str, name: str, flow_id: str, before: int | None, size: int
-    ) -> tuple[str | None, list[StoredMessage]]:
+    ) -> tuple[str | None, list[StoredStreamMessage]]:
         anchor = NO_ANCHOR if before is None else before
         rows = await self._pool.fetch(
             PAGE_BEFORE, self.namespace, flow_type, name, flow_id, anchor, size
@@ -353,11 +353,11 @@ class PostgresStreamStore(SharedStreamStore):
         return [((str(r["flow_type"]), str(r["stream_name"])), int(r["usage"])) for r in rows]
 
 
-def _messages(rows: list[Any]) -> tuple[str | None, list[StoredMessage]]:
+def _messages(rows: list[Any]) -> tuple[str | None, list[StoredStreamMessage]]:
     """Return the epoch and the messages of a read's rows (one row, message-less, if none)."""
     epoch = None if not rows or rows[0]["epoch"] is None else str(rows[0]["epoch"])
     messages = [
-        StoredMessage(
+        StoredStreamMessage(
             int(row["seq"]),
             str(row["flow_id"]),
             str(row["text"]),

@@ -27,8 +27,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from engine._streams.multiprocess_store import Appended, Refused, SharedStreamStore
-from engine._streams.store_interface import StoredMessage
+from engine._streams.external_store import Appended, ExternalStreamStore, Refused
+from engine._streams.store_interface import StoredStreamMessage
 from engine.stream import StreamStoreConfig
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ return {usage, count}
 """
 
 
-class RedisStreamStore(SharedStreamStore):
+class RedisStreamStore(ExternalStreamStore):
     """Stream messages in Redis, shared by every process reaching the server."""
 
     kind = "redis"
@@ -261,7 +261,7 @@ class RedisStreamStore(SharedStreamStore):
         return str(epoch)
 
     async def _append_once(
-        self, flow_type: str, name: str, capacity: int, message: StoredMessage
+        self, flow_type: str, name: str, capacity: int, message: StoredStreamMessage
     ) -> Appended | Refused:
         p, member = self.prefix, self._member(flow_type, name)
         keys = [
@@ -293,7 +293,7 @@ class RedisStreamStore(SharedStreamStore):
 
     async def _first_after(
         self, flow_type: str, name: str, flow_id: str, after: int
-    ) -> tuple[str | None, StoredMessage | None]:
+    ) -> tuple[str | None, StoredStreamMessage | None]:
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.get(self.prefix + "epoch")
             pipe.xrange(self._messages_key(flow_type, name, flow_id), str(after + 1), "+", 1)
@@ -303,7 +303,7 @@ class RedisStreamStore(SharedStreamStore):
 
     async def _page(
         self, flow_type: str, name: str, flow_id: str, before: int | None, size: int
-    ) -> tuple[str | None, list[StoredMessage]]:
+    ) -> tuple[str | None, list[StoredStreamMessage]]:
         # An ID without its "-N" part names the whole millisecond: "7" is up to "7-<max>".
         newest = "+" if before is None else str(before - 1)
         async with self.client.pipeline(transaction=False) as pipe:
@@ -340,10 +340,10 @@ class RedisStreamStore(SharedStreamStore):
         return usages
 
 
-def _entries(flow_id: str, entries: list[Any]) -> list[StoredMessage]:
+def _entries(flow_id: str, entries: list[Any]) -> list[StoredStreamMessage]:
     """Return the messages of XRANGE or XREVRANGE entries of one Flow ID, in their order."""
     return [
-        StoredMessage(
+        StoredStreamMessage(
             int(str(entry_id).partition("-")[0]),
             flow_id,
             str(fields["t"]),

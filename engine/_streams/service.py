@@ -13,7 +13,7 @@ from engine._limits import check_page_size, check_wait_seconds
 from engine._streams import tokens
 from engine._streams.factory import stream_store
 from engine._streams.step_writes import StepWrites
-from engine._streams.store_interface import StoredMessage, StreamStore
+from engine._streams.store_interface import StoredStreamMessage, StreamStore
 from engine.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -132,7 +132,12 @@ class StreamService:
         return self.store
 
     def _message(
-        self, flow_type: str, stream: Stream[Any], flow_id: str, message: StoredMessage, epoch: str
+        self,
+        flow_type: str,
+        stream: Stream[Any],
+        flow_id: str,
+        message: StoredStreamMessage,
+        epoch: str,
     ) -> StreamMessage[Any]:
         binding = tokens.binding(flow_type, flow_id, stream.name)
         token = tokens.encode_token(tokens.RESUME, epoch, message.seq, binding)
@@ -147,7 +152,7 @@ class StreamService:
         self, flow_type: str, stream: Stream[Any], flow_id: str, value: Any, source: Any
     ) -> str:
         """Append a client message and return its resume token."""
-        if not isinstance(source, str) or not source:  # any non-empty text, as the seed asks
+        if not isinstance(source, str) or not source:  # any non-empty text, as Dex asks
             raise InvalidArgumentError(
                 "source must be a non-empty string", field="source", operation="writeStream"
             )

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 
 @dataclass(slots=True, eq=False)
-class StoredMessage:
+class StoredStreamMessage:
     """One retained message: its sequence in its Stream, Flow ID, JSON text, source, time
     (epoch seconds) and estimated size in bytes."""
 
@@ -19,7 +19,7 @@ class StoredMessage:
     size: int
 
 
-def sequence_of(message: StoredMessage) -> int:
+def sequence_of(message: StoredStreamMessage) -> int:
     """Return the message's sequence number (a sort key)."""
     return message.seq
 
@@ -45,17 +45,17 @@ class StreamStore(Protocol):
 
     async def append(
         self, flow_type: str, name: str, capacity: int, flow_id: str, source: str, text: str
-    ) -> StoredMessage:
+    ) -> StoredStreamMessage:
         """Append a message or raise ResourceExhaustedError (asking trimming for room)."""
 
     async def next_after(
         self, flow_type: str, name: str, flow_id: str, after: int, wait_seconds: float
-    ) -> StoredMessage | None:
+    ) -> StoredStreamMessage | None:
         """Return the first message after sequence ``after``, waiting up to ``wait_seconds``."""
 
     async def page(
         self, flow_type: str, name: str, flow_id: str, before: int | None, size: int
-    ) -> tuple[list[StoredMessage], bool]:
+    ) -> tuple[list[StoredStreamMessage], bool]:
         """Return up to ``size`` messages before ``before``, newest first, and whether more."""
 
     async def stats(self, flow_type: str, name: str) -> dict[str, Any]:

@@ -21,12 +21,12 @@ import engine
 from engine import _codec
 from patterns.primitives.rpc.flow import CounterFlow
 from tests.conftest import running_engine
-from tests.engine.test_early_lock_release import _counter, _increment, _queued, writer_held
+from tests.engine.test_lock_handoffs import _counter, _increment, _queued, writer_held
 from tests.support.backends import sqlite_only
 
 pytestmark = sqlite_only("the switches turn off accelerations of the SQLite engine")
 
-SWITCHES = ["reads_on_loop", "prepared_statements", "early_lock_release", "value_hand_on"]
+SWITCHES = ["reads_on_loop", "prepared_statements", "lock_handoffs", "value_reuse"]
 
 
 def _off(config: engine.EngineConfig, *names: str) -> engine.EngineConfig:
@@ -106,10 +106,10 @@ async def test_reads_on_loop_off_sends_snapshot_reads_to_reader_threads(
     assert [on_main for _, on_main in reads] == [on_loop] * len(reads), reads
 
 
-async def test_early_lock_release_off_releases_the_locks_only_once_the_commit_ended(
+async def test_lock_handoffs_off_releases_the_locks_only_once_the_commit_ended(
     engine_config: engine.EngineConfig,
 ) -> None:
-    config = dataclasses.replace(engine_config, sqlite_synchronous="FULL", early_lock_release=False)
+    config = dataclasses.replace(engine_config, sqlite_synchronous="FULL", lock_handoffs=False)
     async with running_engine([CounterFlow()], config) as eng:
         await eng.start_flow(CounterFlow, "c")
         released = asyncio.Event()
@@ -119,7 +119,7 @@ async def test_early_lock_release_off_releases_the_locks_only_once_the_commit_en
             )
             # The unit waits behind the held writer, its locks still held: nothing is handed
             # off, whereas with the switch on the same unit is handed off (the tests of
-            # test_early_lock_release wait for exactly that).
+            # test_lock_handoffs wait for exactly that).
             await eng._services.database.read(lambda conn: None)
             assert eng._services.committer.handoffs.pending("c") == ()
             assert not released.is_set()
@@ -129,7 +129,7 @@ async def test_early_lock_release_off_releases_the_locks_only_once_the_commit_en
 
 
 @pytest.mark.parametrize("hand_on", [True, False])
-async def test_value_hand_on_off_makes_the_next_holder_decode_the_stored_text(
+async def test_value_reuse_off_makes_the_next_holder_decode_the_stored_text(
     engine_config: engine.EngineConfig, monkeypatch: pytest.MonkeyPatch, hand_on: bool
 ) -> None:
     decoded: list[str] = []
@@ -140,7 +140,7 @@ async def test_value_hand_on_off_makes_the_next_holder_decode_the_stored_text(
         return real_decode(value_type, text)
 
     monkeypatch.setattr(_codec, "decode", counting_decode)
-    config = dataclasses.replace(engine_config, sqlite_synchronous="FULL", value_hand_on=hand_on)
+    config = dataclasses.replace(engine_config, sqlite_synchronous="FULL", value_reuse=hand_on)
     async with running_engine([CounterFlow()], config) as eng:
         await eng.start_flow(CounterFlow, "c")
         async with writer_held(eng) as gate:

@@ -23,7 +23,7 @@ from engine._runtime.postgres.notify import (
     JOIN_CHANNEL,
     LOCK_CLASS,
     MAX_PAYLOAD,
-    SharedNotifier,
+    PostgresNotifier,
     _changes,
     _notices,
 )
@@ -120,7 +120,7 @@ async def test_a_process_that_joins_asks_the_one_alone_to_let_go_before_it_serve
         pass  # the schema, migrated
     dsn = _dsn(engine_config)
     alone = await asyncpg.connect(dsn)
-    joining = SharedNotifier("joining", dsn)
+    joining = PostgresNotifier("joining", dsn)
     try:
         # Another process, alone: it holds ALONE shared, as every process does, and
         # exclusively, and lets go of the exclusive hold when asked to.

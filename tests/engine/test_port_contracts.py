@@ -22,11 +22,11 @@ from sqlalchemy import Connection, text
 
 from engine import IdReusePolicy
 from engine._ids import new_id
-from engine._runtime.activity import Activity
 from engine._runtime.locks import MemoryLockTable
 from engine._runtime.ports import Database, LockTable
 from engine._runtime.postgres.lease import ProcessLease
-from engine._runtime.postgres.lock_table import SharedLockTable
+from engine._runtime.postgres.lock_table import PostgresLockTable
+from engine._runtime.workload import Workload
 from engine._storage import units
 from engine._storage.databases import DatabaseSettings, open_database
 from engine._storage.postgres.database import PostgresDatabase
@@ -171,7 +171,7 @@ async def locks(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     ids = await _run_with_steps(database)
     lease = ProcessLease(database, "contract", 30)
     await lease.start()
-    table = SharedLockTable(database, lease, Activity())
+    table = PostgresLockTable(database, lease, Workload())
     try:
         yield Locks(table, ids)
     finally:

@@ -273,11 +273,11 @@ async def test_a_step_waiting_in_another_process_gets_its_turn_under_endless_rpc
         assert (await first.get_attributes("f", ["k"])).values == {"k": 1 + len(counted) + 10}
 
 
-async def test_with_early_lock_release_off_every_rpc_takes_its_rows_again(
+async def test_with_lock_handoffs_off_every_rpc_takes_its_rows_again(
     engine_config: EngineConfig,
 ) -> None:
     url = engine_config.database_url
-    config = dataclasses.replace(engine_config, early_lock_release=False)
+    config = dataclasses.replace(engine_config, lock_handoffs=False)
     async with running_engine([LockFlow()], config) as eng:
         await eng.start_flow(LockFlow, "f")
         await _count_takes(url)

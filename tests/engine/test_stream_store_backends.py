@@ -48,7 +48,7 @@ from engine import (
 )
 from engine._streams import StreamService, stream_store
 from engine._streams.factory import postgres_dsn
-from engine._streams.store_interface import StoredMessage, StreamStore
+from engine._streams.store_interface import StoredStreamMessage, StreamStore
 from tests.conftest import running_engine
 from tests.support import backends
 from tests.support.waiting import eventually
@@ -288,7 +288,7 @@ async def trimmed(store: Any) -> None:
     await eventually(lambda: store.trims_running() == 0, what="trimming to end")
 
 
-def seqs(messages: list[StoredMessage]) -> list[int]:
+def seqs(messages: list[StoredStreamMessage]) -> list[int]:
     return [m.seq for m in messages]
 
 

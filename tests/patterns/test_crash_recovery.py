@@ -1,7 +1,7 @@
 """A server killed with SIGKILL under load loses no acknowledged registration.
 
 With 32 callers on one Flow the registrations release their locks as their units reach the
-writer (early lock release), so the kill lands with several handed-off units in a batch: every
+writer (lock handoffs), so the kill lands with several handed-off units in a batch: every
 acknowledged one must be there after the restart, and no sequence may be missing or repeated.
 """
 

@@ -34,8 +34,8 @@ from engine._outcomes import OutcomeKind
 from engine._runtime.locks import RPC
 from engine._runtime.postgres.lock_rows import clear_dead, holders_of, lock_flow, lost, release_all
 from engine._storage import reads, units
+from engine._storage import sqlalchemy_internals as pg_direct
 from engine._storage import tables as t
-from engine._storage.postgres import asyncpg_calls as pg_direct
 from engine._storage.postgres import rpc_writes, tail
 from engine._storage.postgres.first_starts import first_start
 from engine._storage.postgres.rpc_loads import SQL as TAKE_AND_LOAD
@@ -53,7 +53,7 @@ from engine._storage.records import (
     StartRequest,
     StepClose,
 )
-from engine._storage.statements import CLAIMANT
+from engine._storage.unit_statements import CLAIMANT
 from engine._storage.units import StaleAttemptError
 from engine.errors import EngineError
 from tests.support.backends import fresh_database
@@ -764,7 +764,7 @@ class TailCase:
             answer = step(conn)
             if self.locked:
                 answer = (answer, rpc(conn))
-                found = tail.tail_of(conn)
+                found = tail.deferred_flush_of(conn)
                 if found is not None:
                     found.drop_rpc_locks(world.flow_id, OWNER, lambda _conn, _dropped: None)
                 else:
@@ -788,7 +788,7 @@ async def check_tail(databases: Databases, case: TailCase) -> None:
     if case.locked:
         for engine in (databases.fast, databases.plain):
             await run(engine, lock_rows_of(world, OWNER, ("n",)))
-    fast = await run(databases.fast, lambda conn: tail.with_tail(conn, case.unit()))
+    fast = await run(databases.fast, lambda conn: tail.with_deferred_flush(conn, case.unit()))
     plain = await run(databases.plain, case.unit())
     assert type(fast) is type(plain)
     await same_rows(databases, world)

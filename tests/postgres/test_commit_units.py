@@ -20,9 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from engine import FlowAlreadyStartedError, IdReusePolicy
 from engine._ids import new_id
 from engine._outcomes import OutcomeKind
+from engine._storage import sqlalchemy_internals as pg_direct
 from engine._storage import tables as t
 from engine._storage import units
-from engine._storage.postgres import asyncpg_calls as pg_direct
 from engine._storage.postgres.first_starts import first_start
 from engine._storage.postgres.step_ends import StepEnd, step_end
 from engine._storage.records import (

@@ -11,9 +11,9 @@ from sqlalchemy import Connection, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine._runtime.postgres.lock_rows import lock_flow
+from engine._storage import sqlalchemy_internals as pg_direct
 from engine._storage import tables as t
 from engine._storage import units
-from engine._storage.postgres import asyncpg_calls as pg_direct
 from engine._storage.postgres.rpc_loads import SQL, Loaded, loaded, take_and_load
 from engine._storage.records import AttributeWrite, LoadPlan, StagedEffects, StoredValue
 from tests.postgres.test_commit_units import (

@@ -1,4 +1,4 @@
-"""The contract of ``engine/_storage/postgres/asyncpg_calls.py`` with the installed SQLAlchemy.
+"""The contract of ``engine/_storage/sqlalchemy_internals.py`` with the installed SQLAlchemy.
 
 That module is the only one in ``engine`` that uses SQLAlchemy's internals: its asyncpg
 adapter's transaction and error translation, the flags and dispatch of its events, and its
@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from engine._storage.postgres import asyncpg_calls as pg_direct
+from engine._storage import sqlalchemy_internals as pg_direct
 from engine._storage.postgres.database import _sqlstate
 from tests.support.backends import admin_connection
 
@@ -35,7 +35,7 @@ INSERT = "INSERT INTO contract (id, v) VALUES ($1, $2)"
 def changed(what: str, relies: str) -> str:
     """The failure message: what the installed SQLAlchemy does differently, and what in
     dexlite relies on it."""
-    return f"{VERSIONS}: {what}. asyncpg_calls.py relies on it for {relies}."
+    return f"{VERSIONS}: {what}. sqlalchemy_internals.py relies on it for {relies}."
 
 
 @pytest.fixture
@@ -301,8 +301,8 @@ PRIVATE_ATTRIBUTES = {
 PRIVATE_MODULES = ("sqlalchemy.util", "sqlalchemy.dialects.postgresql.asyncpg", "sqlalchemy.pool.")
 
 
-def test_only_asyncpg_calls_reaches_sqlalchemy_internals() -> None:
-    adapter = ROOT / "engine" / "_storage" / "postgres" / "asyncpg_calls.py"
+def test_only_sqlalchemy_internals_reaches_sqlalchemy_internals() -> None:
+    adapter = ROOT / "engine" / "_storage" / "postgres" / "sqlalchemy_internals.py"
     found = []
     for path in sorted((ROOT / "engine").rglob("*.py")):
         if path == adapter:
@@ -318,4 +318,4 @@ def test_only_asyncpg_calls_reaches_sqlalchemy_internals() -> None:
                 owner == "DBAPIError" and node.attr == "instance"
             ):
                 found.append(f"{where} .{node.attr}")
-    assert found == [], f"SQLAlchemy internals outside asyncpg_calls.py: {found}"
+    assert found == [], f"SQLAlchemy internals outside sqlalchemy_internals.py: {found}"

@@ -19,14 +19,14 @@ from typing import Any
 from sqlalchemy import Connection, or_, select, update
 
 from engine._enums import RunStatus
-from engine._runtime.activity import Activity
 from engine._runtime.ports import Database, TimerQueue
 from engine._runtime.postgres.lease import ProcessLease, live_processes
 from engine._runtime.step_queue import MemoryStepQueue
+from engine._runtime.workload import Workload
 from engine._storage import reads
 from engine._storage import tables as t
 from engine._storage.records import Phase, QueuedStep, StepState
-from engine._storage.statements import filter_only
+from engine._storage.unit_statements import filter_only
 from engine.clock import Clock, to_micros
 
 log = logging.getLogger("dexlite.claims")
@@ -42,7 +42,7 @@ def _orphaned() -> Any:
     return or_(_se.c.claimed_by.is_(None), _se.c.claimed_by.not_in(live_processes()))
 
 
-class SharedStepQueue(MemoryStepQueue):
+class PostgresStepQueue(MemoryStepQueue):
     """Executions this process holds claims on, in memory; others claimed on demand."""
 
     def __init__(
@@ -52,14 +52,14 @@ class SharedStepQueue(MemoryStepQueue):
         lease: ProcessLease,
         timers: TimerQueue,
         clock: Clock,
-        activity: Activity,
+        workload: Workload,
         flow_types: Iterable[str],
         poll_seconds: float,
     ) -> None:
         super().__init__(timers, clock)
         self._database = database
         self._lease = lease
-        self._activity = activity
+        self._workload = workload
         self._flow_types = sorted(flow_types)
         self._horizon_us = int(poll_seconds * 1_000_000)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -72,7 +72,7 @@ class SharedStepQueue(MemoryStepQueue):
             self._out.discard(step.id)
             super().submit(step)
             return
-        self._activity.enter(CLAIMS)
+        self._workload.enter(CLAIMS)
         task = asyncio.get_running_loop().create_task(self._claim_one(step))
         self._tasks.add(task)
         task.add_done_callback(self._claimed)
@@ -118,7 +118,7 @@ class SharedStepQueue(MemoryStepQueue):
 
     def _claimed(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        self._activity.leave(CLAIMS)
+        self._workload.leave(CLAIMS)
 
     async def _claim_one(self, step: QueuedStep) -> None:
         me = self._lease.process_id

@@ -23,18 +23,18 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection
 
-from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer, RPCCommit
 from engine._runtime.handoff import HandedOff, nothing
 from engine._runtime.ports import Notifier
 from engine._runtime.postgres.lock_rows import drop_rpc_locks, lost, release_all
-from engine._runtime.postgres.lock_table import SharedLockTable
+from engine._runtime.postgres.lock_table import PostgresLockTable
+from engine._runtime.workload import Workload
 from engine._storage.postgres.database import PostgresDatabase
+from engine._storage.postgres.deferred_flush import deferred_flush_of
 from engine._storage.postgres.first_starts import first_start
 from engine._storage.postgres.rpc_writes import COMMITTED, LOST, NOT_OPEN, WAITERS, RPCWrites
 from engine._storage.postgres.rpc_writes import rpc_writes as writes_statement
 from engine._storage.postgres.step_ends import one_statement
-from engine._storage.postgres.tail import tail_of
 from engine._storage.records import Args, CommitResult, QueuedStep, StagedEffects, StartRequest
 from engine._storage.units import StaleAttemptError, Unit
 from engine.telemetry import Telemetry
@@ -61,13 +61,13 @@ class PostgresCommitter(Committer):
         self,
         database: PostgresDatabase,
         notifier: Notifier,
-        activity: Activity,
-        locks: SharedLockTable,
+        workload: Workload,
+        locks: PostgresLockTable,
         telemetry: Telemetry | None = None,
         *,
         relays: bool = True,
     ) -> None:
-        super().__init__(database, notifier, activity, locks, telemetry)
+        super().__init__(database, notifier, workload, locks, telemetry)
         self._statements = database
         self._rows = locks
         #: Whether one process's RPCs on the same keys may pass them on (see ``relay``).
@@ -206,7 +206,7 @@ class PostgresCommitter(Committer):
             result = unit(conn)
             # One statement drops the rows when nobody is to be granted anything, sent with
             # the unit's last writes when it has a tail.
-            tail = tail_of(conn)
+            tail = deferred_flush_of(conn)
             if steps_wait:
                 fence(conn, -1)
             elif tail is not None:
@@ -219,7 +219,7 @@ class PostgresCommitter(Committer):
             result = await self.commit(releasing, after=after)
         except BaseException:
             # The commit's own error is the caller's; a release that fails too is retried by
-            # the poll (see SharedLockTable.release_now).
+            # the poll (see PostgresLockTable.release_now).
             with contextlib.suppress(Exception):
                 await locks.release_now(flow_id, owner)
             released()

@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from sqlalchemy import Connection, delete, select
 
 from engine._enums import RunStatus
-from engine._runtime.postgres.claims import SharedStepQueue
+from engine._runtime.postgres.claims import PostgresStepQueue
 from engine._runtime.postgres.lease import SERVER_NOW
-from engine._runtime.postgres.lock_table import SharedLockTable
+from engine._runtime.postgres.lock_table import PostgresLockTable
 from engine._runtime.timeouts import Timeouts
 from engine._storage import tables as t
 from engine._storage.postgres.database import PostgresDatabase
@@ -44,8 +44,8 @@ class Coordinator:
         self,
         *,
         database: PostgresDatabase,
-        queue: SharedStepQueue,
-        locks: SharedLockTable,
+        queue: PostgresStepQueue,
+        locks: PostgresLockTable,
         sweep: Callable[[], Awaitable[None]],
         timeouts: Timeouts,
         clock: Clock,

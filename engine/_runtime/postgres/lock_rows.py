@@ -2,7 +2,7 @@
 
 Every function here runs inside a transaction that holds the Flow's advisory lock
 (:func:`lock_flow`), so the grant order is the same whichever process asks; the
-``SharedLockTable`` (``locks``) decides when to run them and tells the waiting Steps of this
+``PostgresLockTable`` (``locks``) decides when to run them and tells the waiting Steps of this
 process what they were granted.
 """
 

@@ -29,7 +29,6 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, update
 
-from engine._runtime.activity import Activity
 from engine._runtime.locks import RPC, STEP
 from engine._runtime.postgres.lease import ProcessLease
 from engine._runtime.postgres.lock_rows import (
@@ -44,6 +43,7 @@ from engine._runtime.postgres.lock_rows import (
     release_all,
 )
 from engine._runtime.postgres.relay import Relays
+from engine._runtime.workload import Workload
 from engine._storage import tables as t
 from engine._storage.postgres.database import PostgresDatabase
 from engine._storage.postgres.rpc_loads import SQL as TAKE_AND_LOAD
@@ -57,13 +57,13 @@ LOCK_CHANGES = "Attribute lock changes"
 _l, _w = t.attribute_locks, t.lock_waiters
 
 
-class SharedLockTable:
+class PostgresLockTable:
     """The LockTable of a shared database."""
 
-    def __init__(self, database: PostgresDatabase, lease: ProcessLease, activity: Activity) -> None:
+    def __init__(self, database: PostgresDatabase, lease: ProcessLease, workload: Workload) -> None:
         self._database = database
         self._lease = lease
-        self._activity = activity
+        self._workload = workload
         # (Flow ID, owner) -> the future of a Step of this process waiting for its locks.
         self._waiting: dict[tuple[str, str], asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -336,7 +336,7 @@ class SharedLockTable:
 
     def _spawn(self, flow_id: str, unit: Any, done: Callable[[], None] | None = None) -> None:
         """Apply ``unit`` (a lock change) in the background, then ``done`` if it committed."""
-        self._activity.enter(LOCK_CHANGES)
+        self._workload.enter(LOCK_CHANGES)
         # One Flow's changes apply in the order this process asked for them (FIFO among Steps).
         order, users = self._order.get(flow_id, (asyncio.Lock(), 0))
         self._order[flow_id] = (order, users + 1)
@@ -357,7 +357,7 @@ class SharedLockTable:
                     del self._order[flow_id]
                 else:
                     self._order[flow_id] = (lock, left - 1)
-                self._activity.leave(LOCK_CHANGES)
+                self._workload.leave(LOCK_CHANGES)
 
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)

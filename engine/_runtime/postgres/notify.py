@@ -132,7 +132,7 @@ def _changes(payload: str) -> tuple[str, list[RemoteChange]]:
     return notice["from"], found
 
 
-class SharedNotifier(LocalNotifier):
+class PostgresNotifier(LocalNotifier):
     """Delivers commits here and announces them to the other processes of the database."""
 
     def __init__(self, process_id: str, dsn: str) -> None:

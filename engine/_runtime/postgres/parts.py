@@ -5,29 +5,29 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from engine._runtime.activity import Activity
 from engine._runtime.ports import TimerQueue
-from engine._runtime.postgres.claims import SharedStepQueue
+from engine._runtime.postgres.claims import PostgresStepQueue
 from engine._runtime.postgres.coordinator import Coordinator
 from engine._runtime.postgres.lease import ProcessLease
 from engine._runtime.postgres.lock_rows import CHANNEL as LOCKS_CHANNEL
-from engine._runtime.postgres.lock_table import SharedLockTable
-from engine._runtime.postgres.notify import RemoteListener, SharedNotifier
+from engine._runtime.postgres.lock_table import PostgresLockTable
+from engine._runtime.postgres.notify import PostgresNotifier, RemoteListener
 from engine._runtime.timeouts import Timeouts
+from engine._runtime.workload import Workload
 from engine._storage.postgres.database import PostgresDatabase
 from engine.clock import Clock
 from engine.registry import Registry
 
 
 @dataclass
-class SharedParts:
+class PostgresCoordination:
     """Lease, locks, Step claims, the notifier and the takeover poll of one process."""
 
     database: PostgresDatabase
     lease: ProcessLease
-    locks: SharedLockTable
-    queue: SharedStepQueue
-    notifier: SharedNotifier
+    locks: PostgresLockTable
+    queue: PostgresStepQueue
+    notifier: PostgresNotifier
     poll_seconds: float
     lease_seconds: float
     _coordinator: Coordinator | None = field(default=None)
@@ -72,33 +72,33 @@ class SharedParts:
         await self.lease.stop()
 
 
-def shared_parts(
+def postgres_coordination(
     *,
     database: PostgresDatabase,
     process_id: str,
     registry: Registry,
     timers: TimerQueue,
     clock: Clock,
-    activity: Activity,
+    workload: Workload,
     lease_seconds: float,
     poll_seconds: float,
-) -> SharedParts:
+) -> PostgresCoordination:
     """Build the coordination parts of process ``process_id`` on ``database``."""
     lease = ProcessLease(database, process_id, lease_seconds)
-    return SharedParts(
+    return PostgresCoordination(
         database=database,
         lease=lease,
-        locks=SharedLockTable(database, lease, activity),
-        queue=SharedStepQueue(
+        locks=PostgresLockTable(database, lease, workload),
+        queue=PostgresStepQueue(
             database=database,
             lease=lease,
             timers=timers,
             clock=clock,
-            activity=activity,
+            workload=workload,
             flow_types=registry.flow_types,
             poll_seconds=poll_seconds,
         ),
-        notifier=SharedNotifier(process_id, database.dsn()),
+        notifier=PostgresNotifier(process_id, database.dsn()),
         poll_seconds=poll_seconds,
         lease_seconds=lease_seconds,
     )

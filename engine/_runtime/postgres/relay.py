@@ -4,7 +4,7 @@ On a shared database an RPC holds its keys as rows until its commit, so RPCs tha
 other on the same keys (a Flow's registrations) each paid a round trip to take the rows and
 read, and a commit with its WAL flush, one after the other. Here, when an RPC whose effects are
 Attribute writes alone commits, its rows stay on the keys: its unit is queued in the Flow's
-relay and its keys are free in this process at once, as the SQLite writer's early release does
+relay and its keys are free in this process at once, as the SQLite writer's handoffs does
 (``handoff``). The next RPC of this process asking for some of those keys holds them without a
 round trip and reads the handed-off state; the relay commits the queued units in order, those
 that queued together in one transaction (one round trip, one WAL flush), each checking that the

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
-from engine._runtime.activity import Activity
 from engine._runtime.committer import Committer, RPCCommit
 from engine._runtime.handoff import HandedOff
 from engine._runtime.locks import MemoryLockTable
 from engine._runtime.ports import Notifier
+from engine._runtime.workload import Workload
 from engine._storage.records import CommitResult
 from engine._storage.sqlite.database import SQLiteDatabase
 from engine.telemetry import Telemetry
@@ -28,13 +28,13 @@ class SQLiteCommitter(Committer):
         self,
         database: SQLiteDatabase,
         notifier: Notifier,
-        activity: Activity,
+        workload: Workload,
         locks: MemoryLockTable,
         telemetry: Telemetry | None = None,
         *,
         handoffs: bool = True,
     ) -> None:
-        super().__init__(database, notifier, activity, locks, telemetry)
+        super().__init__(database, notifier, workload, locks, telemetry)
         self._writer = database
         self._memory_locks = locks
         #: Whether writes-only RPCs hand their keys on as their units are queued.

@@ -45,8 +45,9 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine._storage.outage import PostgresTimeouts, raise_if_unavailable
-from engine._storage.postgres.asyncpg_calls import announce_outside, run_in_greenlet
 from engine._storage.postgres.commit_groups import CommitGroups
+from engine._storage.postgres.deferred_flush import with_deferred_flush
+from engine._storage.postgres.driver import ASYNCPG
 from engine._storage.postgres.read_groups import ReadGroups
 from engine._storage.postgres.statement_pool import (
     MAX_ATTEMPTS,
@@ -54,10 +55,10 @@ from engine._storage.postgres.statement_pool import (
     StatementPool,
     server_settings,
 )
-from engine._storage.postgres.tail import with_tail
-from engine._storage.prepared import Prepared
+from engine._storage.prepared import Prepared, use_driver
 from engine._storage.schema import upgrade_postgres
-from engine._storage.statements import CLAIMANT
+from engine._storage.sqlalchemy_internals import AVAILABLE, announce_outside, run_in_greenlet
+from engine._storage.unit_statements import CLAIMANT
 
 log = logging.getLogger("dexlite.postgres")
 
@@ -123,6 +124,8 @@ class PostgresDatabase:
                 "server_settings": server_settings(timeouts),
             },
         )
+        if AVAILABLE:
+            use_driver(engine.sync_engine, ASYNCPG)
         claimant = self.claimant
 
         @event.listens_for(engine.sync_engine, "connect")
@@ -209,7 +212,9 @@ class PostgresDatabase:
         """Apply ``unit(conn)`` in one transaction and return its result once committed
         (``slow`` changes nothing here: the server does the work)."""
         assert self._engine is not None, "database is not open"
-        return await self._replayed(self._engine.sync_engine.begin, partial(with_tail, unit=unit))
+        return await self._replayed(
+            self._engine.sync_engine.begin, partial(with_deferred_flush, unit=unit)
+        )
 
     async def rows(
         self, statement: Prepared, params: Mapping[str, Any], *, grouped: bool = False

@@ -15,7 +15,7 @@ from sqlalchemy import and_, bindparam, select
 from engine._enums import IndexType
 from engine._storage import tables as t
 from engine._storage.prepared import Prepared
-from engine._storage.reads import Database, target_run_statement
+from engine._storage.reads import Reader, target_run_statement
 from engine._storage.search import driver, paging
 from engine._storage.search.compiler import Compiled, OrderKey, QueryCompiler, compile_query
 from engine._storage.search.parser import And, Compare, Literal, Query, parse
@@ -125,7 +125,7 @@ def prepare_bound(
 
 
 async def search_runs(
-    db: Database,
+    db: Reader,
     text: str,
     key_types: dict[str, IndexType],
     *,
@@ -156,7 +156,7 @@ def search_statement(
     return _search_statement(prepare(text, key_types, flow_type), paged).statement
 
 
-async def load_flow_info(db: Database, flow_id: str, run_id: str | None) -> FoundRun | None:
+async def load_flow_info(db: Reader, flow_id: str, run_id: str | None) -> FoundRun | None:
     """Return the given run (or the Flow's latest) with its indexed values."""
     params = {"flow_id": flow_id, "run_id": run_id, "limit": 1}
     rows = await _with_details(db, _flow_info_statement(run_id is not None), params, ())
@@ -254,7 +254,7 @@ def _with_details_statement(page: Any) -> Prepared:
 
 
 async def _with_details(
-    db: Database, statement: Prepared, params: dict[str, Any], order: Sequence[OrderKey]
+    db: Reader, statement: Prepared, params: dict[str, Any], order: Sequence[OrderKey]
 ) -> list[tuple[FoundRun, list[Any]]]:
     """Run a page's statement and gather each run with its indexed values, in ``order``."""
     # One hand-off to a reader thread, where the statement runs on a plain connection.

@@ -33,7 +33,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from engine._storage.database_settings import DatabaseSettings
 from engine._storage.outage import unavailable
-from engine._storage.prepared import Prepared, through_sqlalchemy
+from engine._storage.prepared import Prepared, use_driver
+from engine._storage.sqlite.driver import CURSOR
 from engine._storage.sqlite.writer import CommitUnit, SQLiteWriter, is_busy, resolve
 from engine.errors import FailedPreconditionError
 
@@ -109,8 +110,7 @@ class SQLiteDatabase:
 
         event.listen(self.read_engine.sync_engine, "connect", configure_reader)
         event.listen(self._sync_reader, "connect", configure_reader)
-        if not settings.prepared_statements:
-            through_sqlalchemy(self._sync_reader)
+        use_driver(self._sync_reader, CURSOR if settings.prepared_statements else None)
         loop_reader = self._sync_reader.connect()
         # The loop must never wait inside SQLite: a read that finds the database busy goes to a
         # reader thread, which may wait (see read).
@@ -202,7 +202,7 @@ class SQLiteDatabase:
     def submit(self, unit: CommitUnit[T], *, slow: bool = False) -> asyncio.Future[T]:
         """Queue ``unit`` for the writer now; the future resolves once it committed.
 
-        Units are applied in the order they were submitted (early lock release relies on it).
+        Units are applied in the order they were submitted (lock handoffs relies on it).
         A unit with a ``mark_failed(error)`` method is told when it did not commit.
         """
         assert self._writer is not None, "database is not open"

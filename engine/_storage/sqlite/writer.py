@@ -15,7 +15,7 @@ wait: a unit marked slow (a retention purge of many rows), a batch to replay aft
 units failed, and a batch whose BEGIN found the database locked by another process (only a
 tool outside the engine can hold it: this process is the file's only writer).
 
-Units apply in the order they were submitted; early lock release (``_runtime.handoff``)
+Units apply in the order they were submitted; lock handoffs (``_runtime.handoff``)
 relies on it. A unit with a ``mark_failed(error)`` method is told, before the next batch runs,
 when it did not commit; ``on_committed`` is given the result of every unit that did, in commit
 order, before its caller hears of it (``_runtime.committed_state`` keeps its copies with it).
@@ -38,8 +38,9 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
 
 from engine._storage.outage import unavailable
-from engine._storage.prepared import through_sqlalchemy
+from engine._storage.prepared import use_driver
 from engine._storage.schema import upgrade_sqlite
+from engine._storage.sqlite.driver import CURSOR
 
 T = TypeVar("T")
 CommitUnit = Callable[[Connection], T]
@@ -85,8 +86,7 @@ class SQLiteWriter:
             poolclass=StaticPool,
             connect_args={"check_same_thread": False},
         )
-        if not prepared_statements:
-            through_sqlalchemy(self._engine)
+        use_driver(self._engine, CURSOR if prepared_statements else None)
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout_ms / 1000
         self._max_batch = max_batch

@@ -1,4 +1,4 @@
-"""AttributeFlow: the seed's Attribute example, with a wait so its RPC has time to run.
+"""AttributeFlow: Dex's Attribute example, with a wait so its RPC has time to run.
 
 ``status`` is searchable as ``keyword1`` and ``progress`` as ``keyword2`` (generic numbered
 slots, so every Flow type shares one typed pool). ``model_api_key`` is a hard-delete Attribute:
@@ -58,7 +58,7 @@ class AttributeStep(Step[AttributeInput]):
     def get_step_options(self) -> StepOptions:
         """Lock ``status`` and ``progress/payment`` while ``wait_for`` runs.
 
-        This is the seed's WaitFor lock: an ``update_status`` arriving meanwhile gets
+        This is Dex's WaitFor lock: an ``update_status`` arriving meanwhile gets
         RPC_LOCK_CONFLICT instead of interleaving with the Step.
         """
         return StepOptions(

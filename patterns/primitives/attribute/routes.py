@@ -90,7 +90,7 @@ async def start(
 ) -> AttributeStartResponse:
     """Start an AttributeFlow with status `pending` and a model API key; 200 if running.
 
-    The initial Attributes commit with the start. As the seed says for hard-delete Attributes,
+    The initial Attributes commit with the start. As Dex does for hard-delete Attributes,
     a start that finds the Flow running still overwrites its stored key (null erases it).
     """
     given = body

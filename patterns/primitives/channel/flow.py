@@ -1,4 +1,4 @@
-"""ChannelFlow: the seed's move-a-queued-message example, with a Step that consumes the moves.
+"""ChannelFlow: Dex's move-a-queued-message example, with a Step that consumes the moves.
 
 Messages wait in the ``queued-messages`` Channel until a caller picks one by ID. The
 transactional ``move_queued_message_to_prioritized_messages`` RPC loads that Channel, finds the

@@ -93,7 +93,7 @@ class WaitForStageResponse(Wire):
 
 
 def scoped_query(caller_filter: str) -> str:
-    """Return ``FlowType = 'ShipmentFlow' AND (<caller_filter>)``, as the seed recommends.
+    """Return ``FlowType = 'ShipmentFlow' AND (<caller_filter>)``, as Dex recommends.
 
     The parentheses keep an OR in the filter from escaping the scope.
     """

@@ -1,7 +1,7 @@
 """Which values one invocation may hand to the next without the next decoding them.
 
 A value a handler sets is validated and encoded at once; the text is what commits. The next
-holder of the same locks often reads that value back before it commits (early lock release,
+holder of the same locks often reads that value back before it commits (lock handoffs,
 ``_runtime.handoff``), and decoding the text again can cost more than the rest of its work (a
 chunk of a hundred records). Handing it the object instead is safe only when nothing either
 holder does to its copy can reach the other's: the value must be immutable all the way down,
@@ -34,7 +34,7 @@ def _same(value: Any) -> Any:
 
 
 @lru_cache(maxsize=1024)
-def sharing(value_type: Any) -> Callable[[Any], Any] | None:
+def reuse_of(value_type: Any) -> Callable[[Any], Any] | None:
     """Return how to give another reader a value of ``value_type`` (the value itself, or a
     shallow copy of its list or dict), or None when each reader must decode its own."""
     if immutable(value_type):

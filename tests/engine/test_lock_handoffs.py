@@ -1,4 +1,4 @@
-"""Early lock release (``engine/_runtime/handoff.py``, issue 12).
+"""Lock handoffs (``engine/_runtime/handoff.py``, issue 12).
 
 On SQLite an RPC whose effects are Attribute writes releases its locks once its unit is queued
 for the writer, before the fsync. These tests hold the writer on a gate (a unit that blocks
@@ -30,7 +30,7 @@ from tests.conftest import running_engine
 from tests.support.backends import sqlite_only
 from tests.support.waiting import eventually
 
-pytestmark = sqlite_only("early lock release needs the single writer's commit order")
+pytestmark = sqlite_only("lock handoffs needs the single writer's commit order")
 
 
 @contextlib.asynccontextmanager
@@ -230,7 +230,7 @@ class Entry(BaseModel):
 
 
 class Loose(BaseModel):
-    """A record that can change in place: never handed on, each reader decodes its own."""
+    """A record that can change in place: never reused, each reader decodes its own."""
 
     n: int
 
@@ -277,7 +277,7 @@ async def test_values_handed_on_undecoded_are_each_holders_own(
     """A list of frozen records a holder set reaches the next holders without being decoded
     again; a holder that changes its copy in place (and does not set it) changes nobody
     else's, and neither does one that changes a mutable model it loaded."""
-    from engine._sharing import sharing
+    from engine._reuse import sharing
 
     assert sharing(list[Entry]) is list and sharing(Loose) is None
     async with running_engine([Journal()], full_sync) as eng:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine._sharing import immutable, sharing
+from engine._reuse import immutable, reuse_of
 
 
 class Colour(Enum):
@@ -66,7 +66,7 @@ class HoldsList(BaseModel):
 )
 def test_immutable_types_are_shared_as_they_are(value_type: Any) -> None:
     assert immutable(value_type)
-    share = sharing(value_type)
+    share = reuse_of(value_type)
     assert share is not None
     value = object()
     assert share(value) is value
@@ -74,7 +74,7 @@ def test_immutable_types_are_shared_as_they_are(value_type: Any) -> None:
 
 @pytest.mark.parametrize("value_type", [list[Point], list[int]])
 def test_lists_of_immutable_values_are_shared_as_shallow_copies(value_type: Any) -> None:
-    share = sharing(value_type)
+    share = reuse_of(value_type)
     assert share is list
     original = [1, 2]
     copy = share(original)
@@ -82,8 +82,8 @@ def test_lists_of_immutable_values_are_shared_as_shallow_copies(value_type: Any)
 
 
 def test_dicts_of_immutable_values_are_shared_as_shallow_copies() -> None:
-    assert sharing(dict[str, Point]) is dict
-    assert sharing(dict[int, Point]) is None  # keys must be strings, as JSON's are
+    assert reuse_of(dict[str, Point]) is dict
+    assert reuse_of(dict[int, Point]) is None  # keys must be strings, as JSON's are
 
 
 @pytest.mark.parametrize(
@@ -91,4 +91,4 @@ def test_dicts_of_immutable_values_are_shared_as_shallow_copies() -> None:
     [Open, Extra, HoldsList, list[Open], list[list[int]], dict[str, list[int]], Any, object],
 )
 def test_values_that_can_change_in_place_are_decoded_by_each_reader(value_type: Any) -> None:
-    assert sharing(value_type) is None
+    assert reuse_of(value_type) is None

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from engine._streams.store_interface import StoredMessage
+from engine._streams.store_interface import StoredStreamMessage
 from engine._streams.trimming import Trimming
 from engine._streams.waiting import Waiters
 from engine.errors import FailedPreconditionError, ResourceExhaustedError
@@ -38,7 +38,7 @@ T = TypeVar("T")
 class Appended:
     """An append the backing store took: the message, its Stream's usage after it, the epoch."""
 
-    message: StoredMessage
+    message: StoredStreamMessage
     usage: int
     epoch: str
 
@@ -53,7 +53,7 @@ class Refused:
     epoch: str
 
 
-class SharedStreamStore(abc.ABC):
+class ExternalStreamStore(abc.ABC):
     """The part of a shared Stream Store that is the same on every backing store."""
 
     #: The backend's name, as errors and logs show it.
@@ -103,20 +103,20 @@ class SharedStreamStore(abc.ABC):
 
     @abc.abstractmethod
     async def _append_once(
-        self, flow_type: str, name: str, capacity: int, message: StoredMessage
+        self, flow_type: str, name: str, capacity: int, message: StoredStreamMessage
     ) -> Appended | Refused:
         """Append ``message`` (its ``seq`` is a placeholder) and notify every process."""
 
     @abc.abstractmethod
     async def _first_after(
         self, flow_type: str, name: str, flow_id: str, after: int
-    ) -> tuple[str | None, StoredMessage | None]:
+    ) -> tuple[str | None, StoredStreamMessage | None]:
         """Return (stored epoch, first message after ``after``)."""
 
     @abc.abstractmethod
     async def _page(
         self, flow_type: str, name: str, flow_id: str, before: int | None, size: int
-    ) -> tuple[str | None, list[StoredMessage]]:
+    ) -> tuple[str | None, list[StoredStreamMessage]]:
         """Return (stored epoch, up to ``size`` messages before ``before``, newest first)."""
 
     @abc.abstractmethod
@@ -188,7 +188,7 @@ class SharedStreamStore(abc.ABC):
 
     async def append(
         self, flow_type: str, name: str, capacity: int, flow_id: str, source: str, text: str
-    ) -> StoredMessage:
+    ) -> StoredStreamMessage:
         """Append a message or raise ResourceExhaustedError (asking trimming for room)."""
         self._check("writeStream")
         config = self.config
@@ -208,7 +208,7 @@ class SharedStreamStore(abc.ABC):
                 "do not retry",
                 retryable=False,
             )
-        message = StoredMessage(0, flow_id, text, source, self.clock.now(), size)
+        message = StoredStreamMessage(0, flow_id, text, source, self.clock.now(), size)
         outcome = await self._guard(
             "writeStream", self._append_once(flow_type, name, capacity, message)
         )
@@ -235,7 +235,7 @@ class SharedStreamStore(abc.ABC):
 
     async def next_after(
         self, flow_type: str, name: str, flow_id: str, after: int, wait_seconds: float
-    ) -> StoredMessage | None:
+    ) -> StoredStreamMessage | None:
         """Return the first retained message with a sequence above ``after``, waiting up to
         ``wait_seconds`` for any process to write one.
 
@@ -272,7 +272,7 @@ class SharedStreamStore(abc.ABC):
 
     async def page(
         self, flow_type: str, name: str, flow_id: str, before: int | None, size: int
-    ) -> tuple[list[StoredMessage], bool]:
+    ) -> tuple[list[StoredStreamMessage], bool]:
         """Return up to ``size`` messages older than ``before`` (or the tail), newest first,
         and whether older retained messages remain."""
         operation = "listStreamMessages"

@@ -1,30 +1,26 @@
 """The end of a commit unit on PostgreSQL: what it writes last, sent as one statement.
 
 A unit's last writes need no answer before the unit ends: its history events and change-log
-rows (the journal), the close of a Step execution nothing in the unit reads again, and the
-release of an RPC's Attribute locks (whose count, the fence, is checked after). Each used to be a
-statement of its own, and on PostgreSQL every statement is a round trip to the server and
-about a tenth of a millisecond of this process's CPU. Here they are gathered while the unit
-runs and written by one statement of fixed text (prepared once per connection), rows passed
-as arrays, just before the transaction commits.
-
-SQLite's writer runs in this process, where a statement costs microseconds: there nothing is
-gathered (:func:`tail_of` answers None) and each part runs where it is asked for.
+rows (the journal), the close of a Step execution nothing in the unit reads again (see
+``deferred``), and the release of an RPC's Attribute locks (whose count, the fence, is
+checked after). On PostgreSQL every statement is a round trip to the server and about a tenth
+of a millisecond of this process's CPU: here they are gathered while the unit runs and written
+by one statement of fixed text (prepared once per connection), rows passed as arrays, just
+before the transaction commits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import Connection
 
-from engine._storage.postgres import asyncpg_calls as pg_direct
+from engine._storage import sqlalchemy_internals as internals
+from engine._storage.deferred import DEFERRED, Deferred
 
 T = TypeVar("T")
 
-#: ``conn.info`` key of the running unit's tail.
-TAIL = "dexlite.tail"
 
 #: Writes the gathered rows and drops an RPC's lock rows (the count it dropped, or -1 when a
 #: Step waits on the Flow: see ``functions/dexlite_drop_rpc_locks.sql``), in one statement.
@@ -82,29 +78,15 @@ _LOG = (
 )
 
 
-class Tail:
+class DeferredFlush(Deferred):
     """The last writes of one unit, sent together by :meth:`flush`."""
 
-    __slots__ = ("_after", "_closes", "_drop", "_history", "_log")
+    __slots__ = ("_after", "_drop")
 
     def __init__(self) -> None:
-        self._history: list[dict[str, Any]] = []
-        self._log: list[dict[str, Any]] = []
-        self._closes: list[dict[str, Any]] = []
+        super().__init__()
         self._drop: tuple[str, str] | None = None
         self._after: Callable[[Connection, int], None] | None = None
-
-    def history(self, rows: list[dict[str, Any]]) -> None:
-        """Add history rows (``tables.history`` columns but ``id``), in order."""
-        self._history.extend(rows)
-
-    def log(self, rows: list[dict[str, Any]]) -> None:
-        """Add change-log rows (``tables.change_log`` columns)."""
-        self._log.extend(rows)
-
-    def close_step(self, row: dict[str, Any]) -> None:
-        """Close a Step execution (``_CLOSE`` columns): for a unit that reads it no more."""
-        self._closes.append(row)
 
     def drop_rpc_locks(
         self, flow_id: str, owner: str, then: Callable[[Connection, int], None]
@@ -117,34 +99,34 @@ class Tail:
 
     def flush(self, conn: Connection) -> None:
         """Send everything gathered as one statement (none when nothing was)."""
-        if not (self._history or self._log or self._drop or self._closes):
+        if not (self.history or self.log or self._drop or self.closes):
             return
-        history = [[row[key] for row in self._history] for key in _HISTORY]
-        log = [[row[key] for row in self._log] for key in _LOG]
+        history = [[row[key] for row in self.history] for key in _HISTORY]
+        log = [[row[key] for row in self.log] for key in _LOG]
         flow_id, owner = self._drop or (None, None)
-        closes = [[row[key] for row in self._closes] for key in _CLOSE]
+        closes = [[row[key] for row in self.closes] for key in _CLOSE]
         params = (*history, *log, flow_id, owner, *closes)
-        if pg_direct.on_asyncpg(conn):
-            row = pg_direct.fetch(conn, FLUSH, params)[0]
+        if internals.on_asyncpg(conn):
+            row = internals.fetch(conn, FLUSH, params)[0]
         else:
             row = conn.exec_driver_sql(FLUSH, params).one()
         if self._after is not None:
             self._after(conn, int(row[0]))
 
 
-def tail_of(conn: Connection) -> Tail | None:
-    """Return the tail of the unit running on ``conn``, or None when its parts run at once."""
-    found: Tail | None = conn.info.get(TAIL)
-    return found
+def deferred_flush_of(conn: Connection) -> DeferredFlush | None:
+    """Return the tail of the unit running on ``conn``, or None when it has none."""
+    found = conn.info.get(DEFERRED)
+    return found if isinstance(found, DeferredFlush) else None
 
 
-def with_tail(conn: Connection, unit: Callable[[Connection], T]) -> T:
+def with_deferred_flush(conn: Connection, unit: Callable[[Connection], T]) -> T:
     """Run ``unit`` on ``conn`` gathering its last writes, then send them, before it commits."""
     info = conn.info  # held: a lost connection's info raises (see journal.journaled)
-    tail = info[TAIL] = Tail()
+    tail = info[DEFERRED] = DeferredFlush()
     try:
         result = unit(conn)
         tail.flush(conn)
         return result
     finally:
-        info.pop(TAIL, None)
+        info.pop(DEFERRED, None)

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 
 
-class Activity:
+class Workload:
     """Counts the work in hand by kind and wakes waiters when it changes."""
 
     def __init__(self) -> None:
