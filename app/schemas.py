@@ -203,11 +203,21 @@ class StopFlowResponse(Wire):
 
 
 class InvokeRpcOptionsBody(Request):
-    """Instance loads and locks added to one invocation, each ``"map/instance"``."""
+    """Instance loads and locks added to one invocation, each ``"map/instance"``, and how
+    long to retry lock conflicts."""
 
     load_attribute_map_instances: list[str] = Field(default_factory=list)
     lock_attribute_map_instances: list[str] = Field(default_factory=list)
     load_channel_map_instances: list[str] = Field(default_factory=list)
+    lock_retry_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=60,
+        description="Retry the invocation while its locks are held, for at most this long: "
+        "this server's invocations waiting for the same keys take turns in the order they "
+        "came, and a holder elsewhere is waited out with a jittered, growing pause. Past it, "
+        "409 RPC_LOCK_CONFLICT as usual. Without it a held lock answers 409 at once.",
+    )
 
 
 class InvokeRpcBody(Request):

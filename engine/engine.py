@@ -5,7 +5,7 @@ Each method here documents the call and delegates to the runtime part that does 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine._runtime.composition import compose
@@ -182,7 +182,6 @@ class Engine(ScheduleCalls):
         *,
         run_id: str | None = None,
         options: RPCInvokeOptions | None = None,
-        on_locks_released: Callable[[], None] | None = None,
         flow_type: str | None = None,
     ) -> Any:
         """Invoke an RPC on the Flow's current (or given) run and return its output.
@@ -190,19 +189,11 @@ class Engine(ScheduleCalls):
         ``rpc`` is a Flow's RPC method (``flow.register``), or its name as a string, in which
         case the Flow type is the run's, or ``flow_type`` when given: as with a method, a run
         of another type then raises FlowNotActiveOrNotFoundError. ``options`` add AttributeMap
-        instance loads and locks chosen at call time.
-
-        ``on_locks_released`` is called once the invocation has released its locks: as soon as
-        its effects are queued for commit where the database commits in order (SQLite: early
-        lock release), or where this process's next invocation on the same keys may take them
-        over from the commit in flight (PostgreSQL, for an RPC whose effects are Attribute
-        writes: its lock rows stay on the keys for that invocation), else after its commit;
-        never for an invocation that did not get them (an RPC_LOCK_CONFLICT). A caller that
-        lines up invocations on one Flow can let the next one go then, instead of after the
-        commit; it is answered once its own commit is durable either way.
+        instance loads and locks chosen at call time, and may ask for lock conflicts to be
+        retried for a while (``RPCInvokeOptions.lock_retry``).
         """
         return await self._services.rpcs.invoke_method(
-            rpc, flow_id, input, run_id, options, on_locks_released, flow_type
+            rpc, flow_id, input, run_id, options, flow_type
         )
 
     # -- Attributes -----------------------------------------------------------------------------

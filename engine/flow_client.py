@@ -9,7 +9,7 @@ of it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -108,7 +108,6 @@ class FlowClient(Protocol):
         *,
         run_id: str | None = None,
         options: RPCInvokeOptions | None = None,
-        on_locks_released: Callable[[], None] | None = None,
         flow_type: str | None = None,
     ) -> Any:
         """Invoke an RPC on the Flow's running run and return its output (invokeRpc)."""

@@ -41,16 +41,26 @@ class StartFlowOptions:
 
 @dataclass(frozen=True)
 class RPCInvokeOptions:
-    """Instance loads and locks an application adds to one RPC invocation: AttributeMap
-    instance loads and locks, and ChannelMap instance loads (``map.load_messages(key)``).
+    """What an application adds to one RPC invocation: AttributeMap instance loads and locks,
+    ChannelMap instance loads (``map.load_messages(key)``), and how long to retry lock
+    conflicts.
 
-    They are unioned, sorted and de-duplicated with the RPC's registered options; they cannot
-    replace or clear them.
+    The loads and locks are unioned, sorted and de-duplicated with the RPC's registered
+    options; they cannot replace or clear them.
+
+    ``lock_retry``: an invocation whose locks are held fails at once with RPCLockConflictError
+    (RPCs never queue for locks). With ``lock_retry`` the engine tries it again until it gets
+    them, for at most that long: the invocations of this process that retry for the same keys
+    take turns in the order they came, each as soon as the one before released them (which
+    may be before its commit ended: a handoff), and a conflict with a holder elsewhere (a
+    Step, another process) is tried again after a jittered, growing pause. When the time is
+    up the invocation fails with the last RPCLockConflictError. Up to 60 seconds.
     """
 
     load_attribute_map_instances: tuple[AttributeMapLoad, ...] = ()
     lock_attribute_map_instances: tuple[AttributeLock, ...] = ()
     load_channel_map_instances: tuple[ChannelMapLoad, ...] = ()
+    lock_retry: timedelta | None = None
 
 
 class MatchOperator(enum.StrEnum):

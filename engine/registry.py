@@ -8,6 +8,7 @@ from typing import Any
 
 from engine._describe import describe_flow_type
 from engine._enums import IndexType
+from engine._limits import check_lock_retry
 from engine._loads import rpc_plan_with
 from engine._specs import FlowSpec, IndexKeys, build_flow_spec
 from engine.errors import DefinitionError, FlowTypeNotFoundError
@@ -60,10 +61,13 @@ class Registry:
     def check_invoke_options(self, flow_type: str, rpc: str, options: RPCInvokeOptions) -> None:
         """Raise InvalidArgumentError unless ``options`` are invoke options RPC ``rpc`` of
         ``flow_type`` accepts: exact AttributeMap instance locks and loads and ChannelMap
-        instance loads of that Flow type's own maps (what the engine checks before an RPC
-        runs; a remote client checks the same before it sends the call)."""
+        instance loads of that Flow type's own maps, and a lock retry within its bounds (what
+        the engine checks before an RPC runs; a remote client checks the same before it sends
+        the call)."""
         spec = self.spec(flow_type)
         rpc_plan_with(spec.rpc(rpc), spec.states, spec.channels, options)
+        if options.lock_retry is not None:
+            check_lock_retry(options.lock_retry)
 
     def index_type(self, key: str) -> IndexType | None:
         """Return the index type of a search key, or None if no Flow declares it."""

@@ -13,7 +13,6 @@ from app.client.flow_types import FlowTypeInfo, RPCTypes, flow_type_name
 ChannelRef = engine.Channel[Any] | engine.ChannelMap[Any] | str
 
 #: Errors answered after the invocation held its locks (the handler ran, or began to).
-_AFTER_LOCKS = (engine.RPCHandlerError, engine.RPCTimeoutError)
 
 
 class StateCalls(ClientBase):
@@ -27,7 +26,6 @@ class StateCalls(ClientBase):
         *,
         run_id: str | None = None,
         options: engine.RPCInvokeOptions | None = None,
-        on_locks_released: Callable[[], None] | None = None,
         flow_type: str | None = None,
     ) -> Any:
         """Invoke an RPC on the Flow's current (or given) run and return its output
@@ -36,9 +34,8 @@ class StateCalls(ClientBase):
         ``rpc`` is a Flow's RPC method (``flow.get_page``) or its name. Where the RPC's
         declaration is known (the method's Flow, or the Registry and the run's Flow type)
         the input is validated here as the engine validates it and the output decoded to the
-        declared type; otherwise both stay JSON data. ``on_locks_released`` is called once
-        the answer is in (the server released the locks before answering), unless the call
-        never held them (a lock conflict, a refused input, no such Flow or RPC).
+        declared type; otherwise both stay JSON data. A ``lock_retry`` option is the server's
+        to honour: its invocations take turns there.
         """
         declared = await self._rpc_types(rpc, flow_id, run_id, flow_type)
         name = rpc if isinstance(rpc, str) else declared.name if declared else ""
@@ -60,19 +57,12 @@ class StateCalls(ClientBase):
         body = without_nones(
             {"input": data, "runId": run_id, "options": _options(options), "flowType": flow_type}
         )
-        try:
-            answer = await self._call(
-                "POST",
-                f"/api/v1/flows/{segment(flow_id)}/rpcs/{segment(name)}",
-                "invokeRpc",
-                body=body,
-            )
-        except _AFTER_LOCKS:
-            if on_locks_released is not None:
-                on_locks_released()
-            raise
-        if on_locks_released is not None:
-            on_locks_released()
+        answer = await self._call(
+            "POST",
+            f"/api/v1/flows/{segment(flow_id)}/rpcs/{segment(name)}",
+            "invokeRpc",
+            body=body,
+        )
         output = answer.get("output")
         if declared is None:
             return output
@@ -269,15 +259,19 @@ def _channel_name(channel: ChannelRef) -> str:
     return channel if isinstance(channel, str) else channel.name
 
 
-def _options(options: engine.RPCInvokeOptions | None) -> dict[str, list[str]] | None:
-    """Return the body's ``options``: each load or lock as ``map/instance``."""
+def _options(options: engine.RPCInvokeOptions | None) -> dict[str, Any] | None:
+    """Return the body's ``options``: each load or lock as ``map/instance``, and the lock
+    retry in seconds."""
     if options is None:
         return None
-    return {
+    body: dict[str, Any] = {
         "loadAttributeMapInstances": [load.key for load in options.load_attribute_map_instances],
         "lockAttributeMapInstances": [lock.key for lock in options.lock_attribute_map_instances],
         "loadChannelMapInstances": [load.key for load in options.load_channel_map_instances],
     }
+    if options.lock_retry is not None:
+        body["lockRetrySeconds"] = options.lock_retry.total_seconds()
+    return body
 
 
 def _decoded(

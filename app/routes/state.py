@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query
@@ -60,6 +61,7 @@ async def invoke_rpc(
         opts.load_attribute_map_instances
         or opts.lock_attribute_map_instances
         or opts.load_channel_map_instances
+        or opts.lock_retry_seconds is not None
     ):
         options = _invoke_options(opts)
     output = await eng.invoke_rpc(
@@ -74,7 +76,8 @@ async def invoke_rpc(
 
 
 def _invoke_options(opts: InvokeRpcOptionsBody) -> engine.RPCInvokeOptions:
-    """Return the loads and locks an invocation adds, each ``map/instance`` checked."""
+    """Return the loads and locks an invocation adds, each ``map/instance`` checked, and its
+    lock retry."""
     return engine.RPCInvokeOptions(
         load_attribute_map_instances=tuple(
             AttributeMapLoad(n, i)
@@ -88,6 +91,9 @@ def _invoke_options(opts: InvokeRpcOptionsBody) -> engine.RPCInvokeOptions:
             ChannelMapLoad(n, i)
             for n, i in _split(opts.load_channel_map_instances, "loadChannelMapInstances")
         ),
+        lock_retry=None
+        if opts.lock_retry_seconds is None
+        else timedelta(seconds=opts.lock_retry_seconds),
     )
 
 

@@ -6,11 +6,13 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from engine import _codec
 from engine._ids import check_id, new_owner_token
+from engine._limits import check_lock_retry
 from engine._loads import RPCPlan, rpc_plan_with
 from engine._rpc_definition import RPCDefinition, rpc_definition_of
 from engine._runtime import effects, failures
@@ -18,6 +20,7 @@ from engine._runtime.committer import Committer, RPCCommit
 from engine._runtime.handler_threads import HandlerThreads
 from engine._runtime.handoff import handed_off_snapshot, nothing, overlay
 from engine._runtime.invocation import InvocationContext
+from engine._runtime.lock_turns import LockTurns
 from engine._runtime.ports import BlobStore, Database, LockTable
 from engine._runtime.snapshots import Snapshots
 from engine._specs import FlowSpec
@@ -38,11 +41,26 @@ from engine.registry import Registry
 from engine.telemetry import Telemetry
 
 KNOWN_TYPES_LIMIT = 100_000
-_NO_OPTIONS = RPCInvokeOptions()
 
 
-#: Called once an invocation released the locks it took (see ``Engine.invoke_rpc``).
-Callback = Callable[[], None]
+@dataclass(frozen=True)
+class _Call:
+    """One RPC call, checked: what each of its tries runs."""
+
+    flow_id: str
+    rpc_name: str
+    flow_type: str
+    run_id: str | None
+    spec: FlowSpec
+    definition: RPCDefinition
+    value: Any
+    plan: RPCPlan
+    guessed: bool
+
+
+def _alone() -> bool:
+    """No other invocation waits for the keys (a call that does not retry)."""
+    return False
 
 
 class _WrongGuess(Exception):
@@ -79,6 +97,7 @@ class RPCExecutor:
         self._clock = clock
         self._threads = HandlerThreads(threads, "dexlite-rpc")
         self._known_types: dict[str, str] = {}
+        self._turns = LockTurns()
 
     def _remember(self, flow_id: str, flow_type: str) -> None:
         if flow_id not in self._known_types and len(self._known_types) >= KNOWN_TYPES_LIMIT:
@@ -96,7 +115,6 @@ class RPCExecutor:
         input: Any,
         run_id: str | None,
         options: RPCInvokeOptions | None,
-        on_locks_released: Callback | None = None,
         flow_type: str | None = None,
     ) -> Any:
         """Invoke ``rpc``, a Flow's RPC method or an RPC name (see ``Engine.invoke_rpc``)."""
@@ -113,7 +131,6 @@ class RPCExecutor:
                 flow_type=flow_type,
                 run_id=run_id,
                 options=options,
-                on_locks_released=on_locks_released,
             )
         definition = rpc_definition_of(rpc)
         owner = getattr(rpc, "__self__", None)
@@ -128,7 +145,6 @@ class RPCExecutor:
             flow_type=type(owner).flow_type(),
             run_id=run_id,
             options=options,
-            on_locks_released=on_locks_released,
         )
 
     async def invoke(
@@ -140,7 +156,6 @@ class RPCExecutor:
         flow_type: str | None = None,
         run_id: str | None = None,
         options: RPCInvokeOptions | None = None,
-        on_locks_released: Callback | None = None,
     ) -> Any:
         """Run one RPC invocation and return its output, telling the telemetry how it went.
 
@@ -151,9 +166,7 @@ class RPCExecutor:
         started = time.perf_counter()
         outcome = "ok"
         try:
-            return await self._invoke_named(
-                flow_id, rpc_name, input, flow_type, run_id, options, on_locks_released
-            )
+            return await self._invoke_named(flow_id, rpc_name, input, flow_type, run_id, options)
         except EngineError as exc:
             outcome = exc.code
             if isinstance(exc, RPCLockConflictError):
@@ -182,7 +195,6 @@ class RPCExecutor:
         flow_type: str | None,
         run_id: str | None,
         options: RPCInvokeOptions | None,
-        on_locks_released: Callback | None,
     ) -> Any:
         if flow_type is None:
             guess = self._known_types.get(flow_id)
@@ -195,7 +207,6 @@ class RPCExecutor:
                         guess,
                         run_id,
                         options,
-                        on_locks_released,
                         guessed=True,
                     )
                 except _WrongGuess:
@@ -208,7 +219,7 @@ class RPCExecutor:
             flow_type = run.flow_type
             self._remember(flow_id, flow_type)
         return await self._invoke(
-            flow_id, rpc_name, input, flow_type, run_id, options, on_locks_released, guessed=False
+            flow_id, rpc_name, input, flow_type, run_id, options, guessed=False
         )
 
     async def _invoke(
@@ -219,7 +230,6 @@ class RPCExecutor:
         flow_type: str,
         run_id: str | None,
         options: RPCInvokeOptions | None,
-        on_locks_released: Callback | None,
         *,
         guessed: bool,
     ) -> Any:
@@ -228,11 +238,33 @@ class RPCExecutor:
             definition = spec.rpc(rpc_name)
             value = self._input(definition, input)
             plan = self._plan(spec, definition, options)
-            transactional = plan.transactional or self._all_transactional
+            retry = (
+                check_lock_retry(options.lock_retry)
+                if options is not None and options.lock_retry is not None
+                else None
+            )
         except EngineError:
             if guessed:  # perhaps judged against the wrong type: decide with the real one
                 raise _WrongGuess() from None
             raise
+        call = _Call(flow_id, rpc_name, flow_type, run_id, spec, definition, value, plan, guessed)
+        if retry is None or not plan.lock_keys:
+            return await self._run(call, nothing, _alone)
+        return await self._turns.retrying(
+            flow_id,
+            tuple(plan.lock_keys),
+            retry,
+            lambda released, followed: self._run(call, released, followed),
+        )
+
+    async def _run(
+        self, call: _Call, on_released: Callable[[], None], followed: Callable[[], bool]
+    ) -> Any:
+        """Take the call's locks, read, run the handler, commit; tell ``on_released`` once
+        the keys are free."""
+        flow_id, run_id, flow_type, plan = call.flow_id, call.run_id, call.flow_type, call.plan
+        spec, rpc_name = call.spec, call.rpc_name
+        transactional = plan.transactional or self._all_transactional
         owner = new_owner_token()
         # A lock table on PostgreSQL may read the snapshot with the locks, in one round trip.
         loaded = await self._locks.acquire_for_rpc(
@@ -257,7 +289,7 @@ class RPCExecutor:
                 )
             if snapshot is not None and snapshot.run.flow_type == flow_type:
                 self._remember(flow_id, flow_type)
-            elif guessed:
+            elif call.guessed:
                 raise _WrongGuess()
             if snapshot is None or snapshot.run.flow_type != flow_type:
                 raise FlowNotActiveOrNotFoundError(
@@ -273,8 +305,8 @@ class RPCExecutor:
                     operation="invokeRpc",
                 )
             context = await self._snapshots.context(spec, snapshot, plan.loads, rpc_name=rpc_name)
-            result = await self._run_handler(spec, definition, context, value)
-            staged = await self._effects(spec, definition, context, result, transactional)
+            result = await self._run_handler(spec, call.definition, context, call.value)
+            staged = await self._effects(spec, call.definition, context, result, transactional)
             if staged.changes_state() or transactional:
                 committing = True  # the Committer releases the keys, however it ends
                 await self._committer.rpc(
@@ -288,26 +320,29 @@ class RPCExecutor:
                         owner=owner,
                         locked=bool(plan.lock_keys),
                         after=after,
-                        on_released=on_locks_released or nothing,
-                        # A caller that hears of the release lines up the next invocation,
-                        # which may then get the keys before this commit ended (a handoff).
-                        followed=on_locks_released is not None,
+                        on_released=on_released,
+                        # Another invocation waits for the keys: it may get them before this
+                        # commit ended (a handoff).
+                        followed=followed(),
                     )
                 )
             return staged.output
         finally:
             if not committing:
                 await self._locks.release_now(flow_id, owner)
-                if on_locks_released is not None:
-                    on_locks_released()
+                on_released()
 
     @staticmethod
     def _plan(
         spec: FlowSpec, definition: RPCDefinition, options: RPCInvokeOptions | None
     ) -> RPCPlan:
-        if options is None or options == _NO_OPTIONS:
-            # Options that add nothing (what a route passes when its request named none)
-            # leave the registered plan, which is built once.
+        if options is None or not (
+            options.load_attribute_map_instances
+            or options.lock_attribute_map_instances
+            or options.load_channel_map_instances
+        ):
+            # Options that add no load or lock (what a route passes when its request named
+            # none) leave the registered plan, which is built once.
             return spec.rpc_plans[definition.name]
         return rpc_plan_with(definition, spec.states, spec.channels, options)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated
 
@@ -16,7 +17,7 @@ from patterns._shared import (
     RequestBody,
     Wire,
     client_of,
-    retry_lock_conflicts,
+    lock_retry,
     start_or_report_running,
 )
 from patterns.hash_partitioned_attribute_map.flow import (
@@ -29,7 +30,6 @@ from patterns.hash_partitioned_attribute_map.flow import (
     GetProfileInput,
     UpsertProfileInput,
     lookup_options,
-    partition_of,
     upsert_options,
 )
 
@@ -118,21 +118,8 @@ async def upsert_profile(
     """
     eng = client_of(request)
     payload = UpsertProfileInput(email=body.email, display_name=body.display_name)
-    partition = partition_of(payload.email)
-    profile = await retry_lock_conflicts(
-        request,
-        ("profile-upsert", flow_id, partition),
-        lambda released: eng.invoke_rpc(
-            FLOW.upsert_profile,
-            flow_id,
-            payload,
-            options=upsert_options(payload.email),
-            on_locks_released=released,
-        ),
-        lock=FLOW.profiles.lock(partition),
-        flow_id=flow_id,
-        operation="upsertCustomerProfile",
-    )
+    options = replace(upsert_options(payload.email), lock_retry=lock_retry(request))
+    profile = await eng.invoke_rpc(FLOW.upsert_profile, flow_id, payload, options=options)
     return _profile(profile)
 
 

@@ -16,7 +16,7 @@ from patterns._shared import (
     RequestBody,
     Wire,
     client_of,
-    retry_lock_conflicts,
+    lock_retry,
     start_or_report_running,
 )
 from patterns.sequentially_chunked_attribute_map.flow import (
@@ -117,15 +117,11 @@ async def register(
     """Append a subscriber; retries RPC lock conflicts with jittered exponential backoff."""
     eng = client_of(request)
     payload = RegisterSubscriberInput(email=body.email, name=body.name)
-    record = await retry_lock_conflicts(
-        request,
-        ("chunked-register", flow_id),
-        lambda released: eng.invoke_rpc(
-            FLOW.register_subscriber, flow_id, payload, on_locks_released=released
-        ),
-        lock=FLOW.archive_state.lock(),
-        flow_id=flow_id,
-        operation="register",
+    record = await eng.invoke_rpc(
+        FLOW.register_subscriber,
+        flow_id,
+        payload,
+        options=RPCInvokeOptions(lock_retry=lock_retry(request)),
     )
     return _record(record)
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 import engine
 from engine import (
@@ -134,15 +137,29 @@ async def test_invoke_options_load_and_lock_map_instances(
     assert pending == [PAYLOAD] and isinstance(pending[0], Payload)
 
 
-async def test_locks_released_is_called_once_the_answer_is_in(
+async def test_invocations_that_retry_lock_conflicts_take_turns_and_all_succeed(
     flows: engine.FlowClient, flow_id: str
 ) -> None:
     await _started(flows, flow_id)
-    calls: list[str] = []
-    value = await flows.invoke_rpc(
-        ORDERS.increment, flow_id, 5, on_locks_released=lambda: calls.append("released")
+    turns = RPCInvokeOptions(lock_retry=timedelta(seconds=30))
+    answers = await asyncio.gather(
+        *(flows.invoke_rpc(ORDERS.increment, flow_id, 1, options=turns) for _ in range(20))
     )
-    assert (value, calls) == (5, ["released"])
+    # Each got the counter's lock in its turn: no value lost or seen twice.
+    assert sorted(answers) == list(range(1, 21))
+
+
+async def test_a_lock_retry_out_of_bounds_is_refused_before_the_rpc_runs(
+    flows: engine.FlowClient, flow_id: str
+) -> None:
+    await _started(flows, flow_id)
+    for retry in (timedelta(0), timedelta(seconds=61)):
+        with pytest.raises(engine.InvalidArgumentError) as refused:
+            await flows.invoke_rpc(
+                ORDERS.increment, flow_id, 1, options=RPCInvokeOptions(lock_retry=retry)
+            )
+        assert refused.value.field == "lockRetry"
+    assert await flows.invoke_rpc(ORDERS.increment, flow_id, 1) == 1
 
 
 async def test_an_attribute_match_answers_the_matched_value(

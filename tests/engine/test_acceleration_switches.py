@@ -112,25 +112,25 @@ async def test_lock_handoffs_off_releases_the_locks_only_once_the_commit_ended(
     config = dataclasses.replace(engine_config, sqlite_synchronous="FULL", lock_handoffs=False)
     async with running_engine([CounterFlow()], config) as eng:
         await eng.start_flow(CounterFlow, "c")
-        released = asyncio.Event()
         async with writer_held(eng) as gate:
-            first = asyncio.ensure_future(
-                eng.invoke_rpc("increment", "c", 1, on_locks_released=released.set)
-            )
+            first = asyncio.ensure_future(eng.invoke_rpc("increment", "c", 1))
             # The unit waits behind the held writer, its locks still held: nothing is handed
             # off, whereas with the switch on the same unit is handed off (the tests of
-            # test_lock_handoffs wait for exactly that).
+            # test_lock_handoffs wait for exactly that), and the next increment meets the
+            # lock.
             await eng._services.database.read(lambda conn: None)
             assert eng._services.committer.handoffs.pending("c") == ()
-            assert not released.is_set()
+            with pytest.raises(engine.RPCLockConflictError):
+                await eng.invoke_rpc("increment", "c", 1)
             gate.set()
             assert await first == 1
-        assert released.is_set()
+        # Once the commit ended, the lock is free.
+        assert await eng.invoke_rpc("increment", "c", 1) == 2
 
 
-@pytest.mark.parametrize("hand_on", [True, False])
+@pytest.mark.parametrize("reuse", [True, False])
 async def test_value_reuse_off_makes_the_next_holder_decode_the_stored_text(
-    engine_config: engine.EngineConfig, monkeypatch: pytest.MonkeyPatch, hand_on: bool
+    engine_config: engine.EngineConfig, monkeypatch: pytest.MonkeyPatch, reuse: bool
 ) -> None:
     decoded: list[str] = []
     real_decode = _codec.decode
@@ -140,7 +140,7 @@ async def test_value_reuse_off_makes_the_next_holder_decode_the_stored_text(
         return real_decode(value_type, text)
 
     monkeypatch.setattr(_codec, "decode", counting_decode)
-    config = dataclasses.replace(engine_config, sqlite_synchronous="FULL", value_reuse=hand_on)
+    config = dataclasses.replace(engine_config, sqlite_synchronous="FULL", value_reuse=reuse)
     async with running_engine([CounterFlow()], config) as eng:
         await eng.start_flow(CounterFlow, "c")
         async with writer_held(eng) as gate:
@@ -153,4 +153,4 @@ async def test_value_reuse_off_makes_the_next_holder_decode_the_stored_text(
             reads_of_the_first = decoded.count("1")
             gate.set()
             assert (await first, await second) == (1, 11)
-    assert reads_of_the_first == (0 if hand_on else 1)
+    assert reads_of_the_first == (0 if reuse else 1)

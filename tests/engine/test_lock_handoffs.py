@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import threading
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -59,24 +60,14 @@ async def writer_held(eng: engine.Engine, then: Any = None) -> AsyncIterator[thr
         del done
 
 
-async def _increment(eng: engine.Engine, flow_id: str, turn: asyncio.Lock | None = None) -> int:
-    """Increment once. Callers sharing ``turn`` go one at a time, and each passes the turn on
-    as soon as its RPC released the lock (before its commit), as the bundled routes do: the
-    next caller then finds the lock free, and nobody spins on RPC_LOCK_CONFLICT."""
-    turn = turn or asyncio.Lock()
-    await turn.acquire()
-    passed = False
+#: Increments retry their lock conflicts: those of one process take turns, each as soon as the
+#: one before released the lock (before its commit), and nobody spins on RPC_LOCK_CONFLICT.
+TURNS = engine.RPCInvokeOptions(lock_retry=timedelta(seconds=30))
 
-    def pass_turn() -> None:
-        nonlocal passed
-        if not passed:
-            passed = True
-            turn.release()
 
-    try:
-        return int(await eng.invoke_rpc("increment", flow_id, 1, on_locks_released=pass_turn))
-    finally:
-        pass_turn()
+async def _increment(eng: engine.Engine, flow_id: str) -> int:
+    """Increment once, in turn with the other increments of the Flow."""
+    return int(await eng.invoke_rpc("increment", flow_id, 1, options=TURNS))
 
 
 async def _queued(eng: engine.Engine, flow_id: str, count: int) -> None:
@@ -125,8 +116,7 @@ async def test_concurrent_increments_on_one_flow_lose_and_duplicate_nothing(
     calls = 200
     async with running_engine([CounterFlow()], full_sync) as flows:
         await flows.start_flow(CounterFlow, "c")
-        turn = asyncio.Lock()
-        answers = await asyncio.gather(*(_increment(flows, "c", turn) for _ in range(calls)))
+        answers = await asyncio.gather(*(_increment(flows, "c") for _ in range(calls)))
         assert sorted(answers) == list(range(1, calls + 1))
         assert await _counter(flows, "c") == calls
 

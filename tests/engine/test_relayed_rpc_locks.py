@@ -1,10 +1,10 @@
-"""RPCs of one process passing their lock rows on to each other (``multiprocess/relay``).
+"""RPCs of one process passing their lock rows on to each other (``_runtime/postgres/relay.py``).
 
 On PostgreSQL an RPC whose effects are Attribute writes leaves its rows on the keys when the
 next RPC of its process asks for them as it commits: the next one holds them without taking
 rows, reads the handed-off writes, and the queued commits go out in order, each fenced. These
-tests drive the passing with ``on_locks_released`` (the callback starts the next RPC, as the
-HTTP routes' turns do), count the rows taken with a trigger, and pin down each way a relay
+tests drive the passing with RPCs that retry lock conflicts (they take turns on the keys, as
+the HTTP routes' RPCs do), count the rows taken with a trigger, and pin down each way a relay
 ends: the keys let go, the run closed, the rows lost, a Step waiting here or elsewhere.
 """
 
@@ -24,6 +24,7 @@ from engine import (
     EngineConfig,
     FlowNotActiveOrNotFoundError,
     RPCHandlerError,
+    RPCInvokeOptions,
     RPCLockConflictError,
     rpc,
 )
@@ -62,22 +63,26 @@ async def _takes(url: str) -> int:
     return int((await _sql(url, "SELECT count(*) FROM lock_takes"))[0][0])
 
 
-def _chain(eng: Engine, rpcs: list[str], results: list[asyncio.Future[Any]]) -> Callable[[], None]:
-    """A callback that starts ``rpcs[0]`` on Flow f once called, each RPC's release starting
-    the next; each RPC's outcome goes to ``results`` in order."""
+#: The RPCs retry their lock conflicts: those of one process on the same keys take turns, each
+#: as soon as the one before released the keys (as the bundled routes' RPCs do).
+TURNS = RPCInvokeOptions(lock_retry=timedelta(seconds=30))
 
-    def start(i: int) -> Callable[[], None]:
-        def released() -> None:
-            if i >= len(rpcs):
-                return
-            on_released = start(i + 1)
+
+def _chain(eng: Engine, rpcs: list[str], results: list[asyncio.Future[Any]]) -> Callable[[], None]:
+    """A callback that invokes ``rpcs`` on Flow f, all at once and in this order, each taking
+    its turn on the keys once the one before released them; each RPC's outcome goes to
+    ``results`` in order. (Naming the Flow type, each is in line for the keys before the next
+    starts.)"""
+
+    def start() -> None:
+        for name in rpcs:
             results.append(
-                asyncio.ensure_future(eng.invoke_rpc(rpcs[i], "f", on_locks_released=on_released))
+                asyncio.ensure_future(
+                    eng.invoke_rpc(name, "f", options=TURNS, flow_type=LockFlow.flow_type())
+                )
             )
 
-        return released
-
-    return start(0)
+    return start
 
 
 async def _outcomes(results: list[asyncio.Future[Any]], count: int) -> list[Any]:
@@ -249,20 +254,24 @@ async def test_a_step_waiting_in_another_process_gets_its_turn_under_endless_rpc
 
         failed = asyncio.Event()
 
-        def next_bump() -> None:
-            # Each RPC's release starts the next, until one fails (k held by the Step, or
-            # the Flow completed by it).
-            if failed.is_set():
-                return
-            bump = asyncio.ensure_future(first.invoke_rpc("bump", "f", on_locks_released=next_bump))
-            bump.add_done_callback(lambda done: done.exception() is None or failed.set())
-            bumps.append(bump)
+        async def keep_bumping() -> None:
+            # Two RPCs at a time, one holding k and one in line for it, until one fails (k
+            # held by the Step, or the Flow completed by it).
+            while not failed.is_set():
+                bump = asyncio.ensure_future(
+                    first.invoke_rpc("bump", "f", options=TURNS, flow_type=RelayFlow.flow_type())
+                )
+                bump.add_done_callback(lambda done: done.exception() is None or failed.set())
+                bumps.append(bump)
+                if len(bumps) > 1:
+                    await asyncio.wait([bumps[-2]])
 
-        next_bump()
+        bumping = asyncio.ensure_future(keep_bumping())
         await eventually(lambda: len(bumps) > 5, what="RPCs passing k on")
         await second.invoke_rpc("queue_step", "f")
         result = await second.wait_for_flow("f", wait_seconds=30)
         assert result.status == "COMPLETED"
+        await bumping
         await eventually(lambda: all(b.done() for b in bumps), what="the RPCs to stop")
         outcomes = await asyncio.gather(*bumps, return_exceptions=True)
         counted = [o for o in outcomes if isinstance(o, int)]
@@ -312,18 +321,19 @@ async def test_a_holder_without_a_follower_commits_only_after_the_unit_it_read(
         await eng.start_flow(LockFlow, "f")
         for statement in POISON_HOLD:
             await _sql(url, statement)
-        direct: list[asyncio.Future[Any]] = []
-
-        def then_bump() -> None:
-            # A caller that does not line up a next one: its commit is a plain one.
-            direct.append(asyncio.ensure_future(eng.invoke_rpc("bump", "f")))
-
+        # The bump waits in line while hold holds k, so hold's commit goes to a relay and
+        # the bump gets k from it; nothing waits behind the bump: its commit is a plain one.
+        hold, bump = (
+            asyncio.ensure_future(
+                eng.invoke_rpc(name, "f", options=TURNS, flow_type=LockFlow.flow_type())
+            )
+            for name in ("hold", "bump")
+        )
         with pytest.raises(Exception, match="hold may not commit"):
-            await eng.invoke_rpc("hold", "f", on_locks_released=then_bump)
-        await eventually(lambda: len(direct) == 1, what="the bump started")
+            await hold
         # It read hold's +100, which never committed: it must not commit either.
         with pytest.raises(Exception, match="hold may not commit"):
-            await direct[0]
+            await bump
         assert (await eng.get_attributes("f", ["k"])).values == {}
         await eventually(lambda: _no_rows(url), what="the relay's rows dropped")
         assert await eng.invoke_rpc("bump", "f") == 1
