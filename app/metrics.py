@@ -38,7 +38,8 @@ class Metrics:
         )
         self.lock_conflicts = Counter(
             "dexlite_lock_conflicts",
-            "RPCs that found an Attribute lock held (RPC_LOCK_CONFLICT), by Flow type and lock.",
+            "RPC tries that found an Attribute lock held (RPC_LOCK_CONFLICT, or tried again with "
+            "lockRetry), by Flow type and lock.",
             ["flow_type", "lock"],
             registry=registry,
         )

@@ -20,7 +20,8 @@ class Telemetry:
         """An RPC invocation ended: ``outcome`` is ``ok`` or the problem code it failed with."""
 
     def lock_conflict(self, flow_type: str, lock_key: str) -> None:
-        """An RPC found an Attribute lock held (it answered RPC_LOCK_CONFLICT)."""
+        """An RPC found an Attribute lock held as it took its locks (it answered
+        RPC_LOCK_CONFLICT, or tried again: every try that met a held lock counts)."""
 
     def step_attempt(self, flow_type: str, step_type: str, outcome: str) -> None:
         """A Step attempt ended: ``outcome`` is the decision it committed (``go_to``,

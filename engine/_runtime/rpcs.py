@@ -169,8 +169,6 @@ class RPCExecutor:
             return await self._invoke_named(flow_id, rpc_name, input, flow_type, run_id, options)
         except EngineError as exc:
             outcome = exc.code
-            if isinstance(exc, RPCLockConflictError):
-                self._telemetry.lock_conflict(self._type_of(flow_id, flow_type), exc.key)
             raise
         except BaseException:
             outcome = "INTERNAL"
@@ -266,10 +264,15 @@ class RPCExecutor:
         spec, rpc_name = call.spec, call.rpc_name
         transactional = plan.transactional or self._all_transactional
         owner = new_owner_token()
-        # A lock table on PostgreSQL may read the snapshot with the locks, in one round trip.
-        loaded = await self._locks.acquire_for_rpc(
-            flow_id, plan.lock_keys, owner, (run_id, plan.loads)
-        )
+        try:
+            # A lock table on PostgreSQL may read the snapshot with the locks, in one round trip.
+            loaded = await self._locks.acquire_for_rpc(
+                flow_id, plan.lock_keys, owner, (run_id, plan.loads)
+            )
+        except RPCLockConflictError as exc:
+            # Every try counts, those the invocation retries too.
+            self._telemetry.lock_conflict(flow_type, exc.key)
+            raise
         committing = False
         try:
             # Taken before the read: a unit that ends meanwhile is in what the read sees.

@@ -6,8 +6,9 @@ path every commit unit pays that several times over. A :class:`Prepared` stateme
 statement compiled once per set of parameter keys, and run by the :class:`Driver` the
 database registered for its engine (:func:`use_driver`): SQLite's runs it on the ``sqlite3``
 connection under the SQLAlchemy one, PostgreSQL's on asyncpg, both inside the same
-transaction (``sqlite/driver.py``, ``postgres/driver.py``). On an engine with no driver
-(a tool's, a test's, or with the acceleration off) it goes through ``Connection.execute``.
+transaction (``sqlite/prepared_driver.py``, ``postgres/prepared_driver.py``). On an engine
+with no driver (a tool's, a test's, or with the acceleration off) it goes through
+``Connection.execute``.
 Rows come back as tuples that also name their columns.
 
 A prepared statement bypasses ``Connection.execute``, so its driver tells SQLAlchemy's

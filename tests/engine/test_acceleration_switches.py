@@ -23,6 +23,7 @@ from patterns.primitives.rpc.flow import CounterFlow
 from tests.conftest import running_engine
 from tests.engine.test_lock_handoffs import _counter, _increment, _queued, writer_held
 from tests.support.backends import sqlite_only
+from tests.support.waiting import eventually
 
 pytestmark = sqlite_only("the switches turn off accelerations of the SQLite engine")
 
@@ -41,8 +42,7 @@ async def test_concurrent_locked_increments_give_the_same_answers_with_it_off(
     calls = 60
     async with running_engine([CounterFlow()], config) as eng:
         await eng.start_flow(CounterFlow, "c")
-        turn = asyncio.Lock()
-        answers = await asyncio.gather(*(_increment(eng, "c", turn) for _ in range(calls)))
+        answers = await asyncio.gather(*(_increment(eng, "c") for _ in range(calls)))
         assert sorted(answers) == list(range(1, calls + 1))
         assert await _counter(eng, "c") == calls
 
@@ -118,6 +118,10 @@ async def test_lock_handoffs_off_releases_the_locks_only_once_the_commit_ended(
             # off, whereas with the switch on the same unit is handed off (the tests of
             # test_lock_handoffs wait for exactly that), and the next increment meets the
             # lock.
+            await eventually(
+                lambda: eng._services.locks.holder("c", "counter") is not None,
+                what="the first increment to hold the lock",
+            )
             await eng._services.database.read(lambda conn: None)
             assert eng._services.committer.handoffs.pending("c") == ()
             with pytest.raises(engine.RPCLockConflictError):

@@ -267,9 +267,9 @@ async def test_values_handed_on_undecoded_are_each_holders_own(
     """A list of frozen records a holder set reaches the next holders without being decoded
     again; a holder that changes its copy in place (and does not set it) changes nobody
     else's, and neither does one that changes a mutable model it loaded."""
-    from engine._reuse import sharing
+    from engine._reuse import reuse_of
 
-    assert sharing(list[Entry]) is list and sharing(Loose) is None
+    assert reuse_of(list[Entry]) is list and reuse_of(Loose) is None
     async with running_engine([Journal()], full_sync) as eng:
         await eng.start_flow(Journal, "j")
         async with writer_held(eng) as gate:

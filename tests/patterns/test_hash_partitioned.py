@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import random
 from collections import Counter
@@ -11,6 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+import engine
+from app.main import config_from_settings
+from app.settings import Settings
 from engine import (
     AttributeLock,
     AttributeMapLoad,
@@ -138,34 +142,34 @@ class GatedCustomerProfileFlow(CustomerProfileFlow):
         return profile
 
 
-class ConflictSpy:
-    """Wraps an Engine's invoke_rpc to note every RPC lock conflict it raises."""
+class ConflictSpy(engine.Telemetry):
+    """The engine's telemetry, noting the key of every RPC lock conflict met, those the
+    engine tries again included (``RPCInvokeOptions.lock_retry``)."""
 
-    def __init__(self, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.real = engine.invoke_rpc
-        self.conflicts: list[RPCLockConflictError] = []
+    def __init__(self) -> None:
+        self.conflicts: list[str] = []
         self.conflicted = asyncio.Event()
-        monkeypatch.setattr(engine, "invoke_rpc", self._invoke)
 
-    async def _invoke(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await self.real(*args, **kwargs)
-        except RPCLockConflictError as exc:
-            self.conflicts.append(exc)
-            self.conflicted.set()
-            raise
+    def lock_conflict(self, flow_type: str, lock_key: str) -> None:
+        self.conflicts.append(lock_key)
+        self.conflicted.set()
 
-    def hold(self, email: str) -> asyncio.Task[Any]:
-        """Upsert ``email`` straight through the engine, past the route's turns: it takes the
-        partition lock and keeps it until the gate opens."""
-        return asyncio.create_task(
-            self.real(
-                routes.FLOW.upsert_profile,
-                FLOW_ID,
-                UpsertProfileInput(email=email, display_name=HOLD),
-                options=flow.upsert_options(email),
-            )
+    def config(self, settings: Settings) -> engine.EngineConfig:
+        """The settings' EngineConfig, reporting to this spy."""
+        return dataclasses.replace(config_from_settings(settings), telemetry=self)
+
+
+def hold(served_engine: Engine, email: str) -> asyncio.Task[Any]:
+    """Upsert ``email`` straight through the engine, past the route: it takes the partition
+    lock and keeps it until the gate opens."""
+    return asyncio.create_task(
+        served_engine.invoke_rpc(
+            routes.FLOW.upsert_profile,
+            FLOW_ID,
+            UpsertProfileInput(email=email, display_name=HOLD),
+            options=flow.upsert_options(email),
         )
+    )
 
 
 async def test_start_is_201_then_200_with_started_false(make_client: Any) -> None:
@@ -361,14 +365,14 @@ async def test_200_concurrent_upserts_spread_over_all_16_partitions_are_all_read
 
 
 async def test_20_concurrent_updates_of_one_email_serialize_and_none_is_lost(
-    make_app: Any, monkeypatch: pytest.MonkeyPatch
+    make_app: Any, settings: Settings
 ) -> None:
     email = "ann@example.com"
     names = [f"Ann v{n}" for n in range(20)]
-    async with make_app() as served:
+    spy = ConflictSpy()
+    async with make_app(engine_config=spy.config(settings)) as served:
         client = served.client
         await client.post(f"{BASE}/start")
-        spy = ConflictSpy(served.engine, monkeypatch)
         # Half go past the route's turns, so the partition lock alone must keep them apart.
         results = await asyncio.gather(
             *(upserted(client, email, name) for name in names[:10]),
@@ -385,13 +389,13 @@ async def test_20_concurrent_updates_of_one_email_serialize_and_none_is_lost(
 
 
 async def test_concurrent_upserts_of_many_emails_in_one_partition_keep_every_one(
-    make_app: Any, monkeypatch: pytest.MonkeyPatch
+    make_app: Any, settings: Settings
 ) -> None:
     emails = emails_in_one_partition("p03", 10)
-    async with make_app() as served:
+    spy = ConflictSpy()
+    async with make_app(engine_config=spy.config(settings)) as served:
         client = served.client
         await client.post(f"{BASE}/start")
-        spy = ConflictSpy(served.engine, monkeypatch)
         results = await asyncio.gather(
             *(upserted(client, e, f"{e} #{n}") for n in range(2) for e in emails),
             *(upsert_directly(served.engine, e, f"{e} #2") for e in emails),
@@ -419,17 +423,19 @@ async def test_flow_id_parameter_keeps_separate_profile_stores(make_client: Any)
 
 
 async def test_a_held_partition_lock_is_retried_until_free_and_both_upserts_commit(
-    make_app: Any, monkeypatch: pytest.MonkeyPatch
+    make_app: Any, settings: Settings
 ) -> None:
     gated = GatedCustomerProfileFlow()
     email = "ann@example.com"
-    async with make_app(Registry([gated]), routers=[routes.router]) as served:
+    spy = ConflictSpy()
+    config = spy.config(settings)
+    async with make_app(Registry([gated]), routers=[routes.router], engine_config=config) as served:
         client = served.client
         await client.post(f"{BASE}/start")
-        spy = ConflictSpy(served.engine, monkeypatch)
-        held = spy.hold(email)
+        held = hold(served.engine, email)
         await gated.entered.wait()
-        # The partition's lock is held now: the route's upsert collides and backs off.
+        # The partition's lock is held now: the route's upsert collides and the engine tries
+        # it again later.
         waiting = asyncio.create_task(upsert(client, " ANN@example.com", "Ann again"))
         await spy.conflicted.wait()
         assert not waiting.done()
@@ -441,20 +447,21 @@ async def test_a_held_partition_lock_is_retried_until_free_and_both_upserts_comm
     assert second.status_code == 200, second.text
     assert second.json()["revision"] == 2 and second.json()["displayName"] == "Ann again"
     assert final.json() == second.json()
-    assert {c.key for c in spy.conflicts} == {f"{MAP}/p06"}
+    assert set(spy.conflicts) == {f"{MAP}/p06"}
 
 
 async def test_upserts_and_lookups_of_other_partitions_pass_a_held_lock(
-    make_app: Any, monkeypatch: pytest.MonkeyPatch
+    make_app: Any, settings: Settings
 ) -> None:
     gated = GatedCustomerProfileFlow()
     others = emails_over_every_partition(200)
     one_per_other = {expected_partition(e): e for e in others if expected_partition(e) != "p06"}
-    async with make_app(Registry([gated]), routers=[routes.router]) as served:
+    spy = ConflictSpy()
+    config = spy.config(settings)
+    async with make_app(Registry([gated]), routers=[routes.router], engine_config=config) as served:
         client = served.client
         await client.post(f"{BASE}/start")
-        spy = ConflictSpy(served.engine, monkeypatch)
-        held = spy.hold("ann@example.com")
+        held = hold(served.engine, "ann@example.com")
         await gated.entered.wait()
         passed = await asyncio.gather(*(upsert(client, e, "Other") for e in one_per_other.values()))
         # A lookup takes no lock, so even the held partition answers (from committed state).
@@ -468,15 +475,18 @@ async def test_upserts_and_lookups_of_other_partitions_pass_a_held_lock(
 
 
 async def test_a_lock_held_past_the_retry_budget_is_409_with_retry_after(
-    make_app: Any, monkeypatch: pytest.MonkeyPatch
+    make_app: Any, settings: Settings
 ) -> None:
     gated = GatedCustomerProfileFlow()
     routers = [routes.router]
-    async with make_app(Registry([gated]), routers=routers, lock_retry_seconds=0.05) as served:
+    spy = ConflictSpy()
+    config = spy.config(settings)
+    async with make_app(
+        Registry([gated]), routers=routers, lock_retry_seconds=0.05, engine_config=config
+    ) as served:
         client = served.client
         await client.post(f"{BASE}/start")
-        spy = ConflictSpy(served.engine, monkeypatch)
-        held = spy.hold("ann@example.com")
+        held = hold(served.engine, "ann@example.com")
         await gated.entered.wait()
         refused = await upsert(client, "ann@example.com", "Too late")
         gated.gate.set()

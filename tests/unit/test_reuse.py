@@ -1,4 +1,4 @@
-"""Which values one invocation may hand to the next without decoding (``engine/_sharing.py``)."""
+"""Which values one invocation may hand to the next without decoding (``engine/_reuse.py``)."""
 
 from __future__ import annotations
 

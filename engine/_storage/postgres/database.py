@@ -47,7 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from engine._storage.outage import PostgresTimeouts, raise_if_unavailable
 from engine._storage.postgres.commit_groups import CommitGroups
 from engine._storage.postgres.deferred_flush import with_deferred_flush
-from engine._storage.postgres.driver import ASYNCPG
+from engine._storage.postgres.prepared_driver import ASYNCPG
 from engine._storage.postgres.read_groups import ReadGroups
 from engine._storage.postgres.statement_pool import (
     MAX_ATTEMPTS,

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from engine._storage.database_settings import DatabaseSettings
 from engine._storage.outage import unavailable
 from engine._storage.prepared import Prepared, use_driver
-from engine._storage.sqlite.driver import CURSOR
+from engine._storage.sqlite.prepared_driver import CURSOR
 from engine._storage.sqlite.writer import CommitUnit, SQLiteWriter, is_busy, resolve
 from engine.errors import FailedPreconditionError
 

@@ -40,7 +40,7 @@ from sqlalchemy.pool import StaticPool
 from engine._storage.outage import unavailable
 from engine._storage.prepared import use_driver
 from engine._storage.schema import upgrade_sqlite
-from engine._storage.sqlite.driver import CURSOR
+from engine._storage.sqlite.prepared_driver import CURSOR
 
 T = TypeVar("T")
 CommitUnit = Callable[[Connection], T]
