@@ -28,7 +28,7 @@ def grants(waiters: Sequence[tuple[str, Collection[str]]], holders: Mapping[str,
 
     A waiter is granted when each of its keys is free or already its own, and no earlier
     waiter that is still waiting wants it: later Steps wanting a key wait behind the first.
-    Both lock tables grant by this rule (in memory, and as rows of a shared database).
+    Both lock tables grant by this rule (in memory, and as rows of a PostgreSQL database).
     """
     held = dict(holders)
     blocked: set[str] = set()

@@ -9,8 +9,7 @@ each, and nothing that uses them changes.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection
@@ -27,8 +26,6 @@ __all__ = [
     "Database",
     "LockTable",
     "Notifier",
-    "OrderedWriter",
-    "StatementWriter",
     "StepQueue",
     "StreamStore",
     "TimerHandle",
@@ -71,37 +68,6 @@ class Database(Protocol):
 
     def reader(self) -> AsyncEngine:
         """Return the async engine that search pages read through."""
-
-
-class OrderedWriter(Protocol):
-    """A database's one writer (SQLite's): units commit in the order they were submitted."""
-
-    def submit(self, unit: Callable[[Connection], T], *, slow: bool = False) -> asyncio.Future[T]:
-        """Queue ``unit`` now; the future resolves once it committed."""
-
-
-class StatementWriter(Protocol):
-    """A database that applies a single statement as its own transaction."""
-
-    #: The ID of this process, by which Steps its commits queue are claimed for it.
-    claimant: str
-
-    async def write_statement(
-        self,
-        sql: str,
-        args: Sequence[Any],
-        *,
-        grouped: bool = False,
-        rows: bool = False,
-        flow_id: str = "",
-    ) -> list[Any]:
-        """Apply ``sql`` with positional ``args`` and return its rows once committed;
-        ``grouped``: a commit answering one row (or, with ``rows``, a plain SELECT answering
-        any number), which may share its transaction with others of the same statement,
-        ordered among them by ``flow_id``, the Flow whose rows it locks."""
-
-    async def write_batch(self, sql: str, batch: Sequence[Sequence[Any]]) -> None:
-        """Apply ``sql`` once per arguments of ``batch``, in order, all in one transaction."""
 
 
 class BlobStore(Protocol):

@@ -32,7 +32,7 @@ async def recover(
     A queued retry keeps its locks, so it takes them here, before any RPC can. A wait is tried
     at once: messages published while no process ran may already meet it.
 
-    On a shared database (``claim``: its StepQueue) a pending Step is only offered for a claim:
+    On a PostgreSQL database (``claim``: its StepQueue) a pending Step is only offered for a claim:
     another live process may be running it, and its locks are that process's to release.
     """
     for run in await reads.running_runs(database):
@@ -69,8 +69,8 @@ async def recover(
     return count
 
 
-def _keep_retry_locks(locks: LockTable, step: QueuedStep, shared: bool) -> None:
+def _keep_retry_locks(locks: LockTable, step: QueuedStep, coordinated: bool) -> None:
     """A queued retry this process cannot run keeps its locks until the Flow times out or
-    stops (Dex's rule). On a shared database its lock rows stay alive by themselves."""
-    if step.held_locks and step.keeps_locks and not shared:
+    stops (Dex's rule). On a PostgreSQL database its lock rows stay alive by themselves."""
+    if step.held_locks and step.keeps_locks and not coordinated:
         locks.hold_for_step(step.flow_id, step.held_locks, step.id)

@@ -248,7 +248,7 @@ class Scheduler:
                 attempt.thread = thread
             return await thread.future
         finally:
-            # Buffered Stream writers send their tail before the result or error commits.
+            # Buffered Stream writers send what they still hold before the result or error commits.
             if context.step_io is not None:
                 context.step_io.finish()
                 # ...and every message the invocation wrote is in the store before it commits.

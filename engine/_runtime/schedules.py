@@ -2,7 +2,7 @@
 
 A Schedule's spec is validated once, eagerly (its Flow type, its times, its start's input and
 options), and kept as JSON. The firing sleeps on the engine's clock until the earliest next
-time of any Schedule (on a shared database it also looks every poll interval of real time,
+time of any Schedule (on a PostgreSQL database it also looks every poll interval of real time,
 since another process may have created or changed one), then acts on each due Schedule in a
 commit of its own (``_storage.schedules.act``): the times within the catch-up window start
 their Flows under the overlap policy, older ones are counted as skipped, and the row moves on.
@@ -93,7 +93,7 @@ class Schedules:
         self._timers = timers
         self._workload = workload
         self._clock = clock
-        #: On a shared database: how often to look for Schedules other processes changed.
+        #: On a PostgreSQL database: how often to look for Schedules other processes changed.
         self._poll_seconds = poll_seconds
         self._armed: tuple[float, Any] | None = None
         self._task: asyncio.Task[None] | None = None

@@ -17,7 +17,7 @@ def open_database(
 ) -> SQLiteDatabase | PostgresDatabase:
     """Return the Database for ``settings.url``: SQLite, or PostgreSQL (``postgresql+asyncpg``).
 
-    ``claimant`` names this process on a shared database (its commits claim their Steps).
+    ``claimant`` names this process on a PostgreSQL database (its commits claim their Steps).
     Raises InvalidArgumentError naming ``databaseUrl`` for any other URL.
     """
     try:

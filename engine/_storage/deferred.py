@@ -4,7 +4,7 @@ A unit's history events and change-log rows, and the close of a Step execution t
 not read again, need no answer before the unit ends. A database that pays a round trip per
 statement (PostgreSQL) puts a :class:`Deferred` on the unit's connection before the unit runs;
 the unit's parts then add their rows to it instead of writing them, and the database writes
-them all at the end, in one statement (``postgres/tail.py``). Where statements cost
+them all at the end, in one statement (``postgres/deferred_flush.py``). Where statements cost
 microseconds (SQLite's writer runs in this process) there is none, and each part writes at
 once.
 """

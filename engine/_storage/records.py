@@ -210,7 +210,7 @@ class QueuedStep:
     attempt: int = 1
     due_at: int | None = None
     consumed: str | None = None
-    #: The fencing token of this process's claim on the execution (shared databases; 0 on
+    #: The fencing token of this process's claim on the execution (PostgreSQL; 0 on
     #: SQLite): its attempt commits only while the row still carries it.
     fence: int = 0
     #: The attempt was handed back after the runtime itself failed (not its handler): it runs

@@ -1,6 +1,6 @@
 """Row-level pieces of commit units: locking a run, writing Attributes, Steps and history.
 
-The statements they run are built once, in ``statements``. None of these functions commits:
+The statements they run are built once, in ``unit_statements``. None of these functions commits:
 they run inside the transaction of the unit that calls them.
 """
 
@@ -345,7 +345,7 @@ def _count_statement(conn: Connection) -> Any:
 
 def requeue_step(conn: Connection, step: QueuedStep) -> None:
     """Record a pending execution's next attempt: its phase, attempt number and due time
-    (on a shared database also this process's claim on it, whose token ``step`` takes)."""
+    (on a PostgreSQL database also this process's claim on it, whose token ``step`` takes)."""
     # Only a retry keeps locks while it waits: its keys go with it (a new phase holds none).
     held = json.dumps(list(step.held_locks)) if step.attempt > 1 and step.held_locks else None
     params = {

@@ -14,6 +14,7 @@ revision; the later revisions then apply as usual.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,11 @@ def upgrade(conn: Connection) -> None:
         conn.execute(text("SET LOCAL statement_timeout = 0"))
         conn.execute(text("SET LOCAL lock_timeout = 0"))
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+    current = current_revision(conn)
+    if current == head_revision():
+        return  # the common start: nothing to apply, no need to load the migrations' scripts
     config = _config(conn)
-    legacy = conn.dialect.name == "sqlite" and current_revision(conn) is None
+    legacy = conn.dialect.name == "sqlite" and current is None
     if legacy and inspect(conn).has_table("runs"):
         _adopt_sqlite(conn)
         command.stamp(config, BASELINE)
@@ -92,8 +96,9 @@ def current_revision(conn: Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
+@functools.cache
 def head_revision() -> str:
-    """Return the newest revision this build knows."""
+    """Return the newest revision this build knows (read once per process)."""
     head = ScriptDirectory.from_config(_config(None)).get_current_head()
     assert head is not None, "no migrations found"
     return head

@@ -52,7 +52,7 @@ class RunRow(SQLModel, table=True):
         Index("ix_runs_status", "status", "started_at", "run_id"),
         Index("ix_runs_type_started", "flow_type", "started_at", "run_id"),
         Index("ix_runs_started", "started_at", "run_id"),
-        # Every process of a shared database looks for open runs whose timeout is due.
+        # Every process of a PostgreSQL database looks for open runs whose timeout is due.
         Index("ix_runs_timeout", "status", "timeout_at"),
         # A Schedule's running actions (its overlap policy, and describeSchedule).
         Index("ix_runs_schedule", "schedule_id", "status"),
@@ -323,7 +323,7 @@ class SearchTextRow(SQLModel, table=True):
 
 
 class ProcessRow(SQLModel, table=True):
-    """A serving process on a shared (PostgreSQL) database and its lease.
+    """A serving process on a PostgreSQL database and its lease.
 
     The process renews ``lease_expires_at`` (microseconds of the database server's clock);
     once it passes, the process is dead: its Step claims and RPC locks are free to take over.
@@ -383,7 +383,7 @@ class ScheduleActionRow(SQLModel, table=True):
 
 
 class AttributeLockRow(SQLModel, table=True):
-    """An Attribute lock held on a shared database: by a Step execution (``owner`` is its ID,
+    """An Attribute lock held on a PostgreSQL database: by a Step execution (``owner`` is its ID,
     ``phase`` the phase it holds it for) or by an RPC invocation of ``process_id``.
 
     A Step's lock lives while its execution is pending in that phase; an RPC's while its
@@ -402,7 +402,7 @@ class AttributeLockRow(SQLModel, table=True):
 
 
 class LockWaiterRow(SQLModel, table=True):
-    """A Step attempt waiting for Attribute locks on a shared database, first come first served
+    """A Step attempt waiting for Attribute locks on a PostgreSQL database, first come first served
     by ``seq``; ``lock_keys`` is the JSON list of the lock keys it wants."""
 
     __tablename__ = "lock_waiters"

@@ -119,7 +119,7 @@ _TAKE_RUN_AND_ATTEMPT = Prepared(
     )
 )
 #: ``conn.info`` key: the ID of the process whose commits claim the Steps they queue (set on
-#: the connections of a shared database; absent on SQLite, whose Steps are never claimed).
+#: the connections of a PostgreSQL database; absent on SQLite, whose Steps are never claimed).
 CLAIMANT = "dexlite.claimant"
 _DELETE_ATTRIBUTE = delete(t.attributes).where(
     t.attributes.c.run_id == bindparam("r"),
@@ -159,7 +159,7 @@ _REQUEUE = (
     )
 )
 _REQUEUE_STEP = Prepared(_REQUEUE)
-# On a shared database the committing process claims the attempt it queues, with a new token.
+# On a PostgreSQL database the committing process claims the attempt it queues, with a new token.
 _REQUEUE_CLAIMED = Prepared(
     _REQUEUE.values(claimed_by=bindparam("b_claimant"), fence=_se.c.fence + 1).returning(
         _se.c.fence

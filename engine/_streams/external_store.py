@@ -54,7 +54,7 @@ class Refused:
 
 
 class ExternalStreamStore(abc.ABC):
-    """The part of a shared Stream Store that is the same on every backing store."""
+    """The part of an external Stream Store that is the same on every backing store."""
 
     #: The backend's name, as errors and logs show it.
     kind: ClassVar[str]

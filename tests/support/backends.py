@@ -4,9 +4,10 @@
 temporary directory) or ``postgres`` (a new database on the server ``DEXLITE_TEST_POSTGRES``
 names, default 127.0.0.1:5432 with trust authentication). A PostgreSQL database is named after
 the test's directory, so a server process restarted on that directory finds the same database;
-it is a copy of a template that already holds the schema (creating the schema per test would
-cost more than the test), and it is dropped when the test that made it ends (a module's server
-keeps its database until the end of the run).
+it is a copy of a template that already holds the schema, and it is dropped when the test that
+made it ends (a module's server keeps its database until the end of the run). A SQLite file
+is a copy of one too, made once per process. Creating the schema per test would cost more than
+many a test; the migrations themselves are tested on databases of their own.
 
 Outside CI an unreachable server skips the PostgreSQL tests with the reason; with
 ``DEXLITE_REQUIRE_POSTGRES=1`` (set by ``.ci/run``) it fails them.
@@ -15,8 +16,11 @@ Outside CI an unreachable server skips the PostgreSQL tests with the reason; wit
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import os
+import shutil
+import tempfile
 import threading
 import uuid
 from collections.abc import AsyncIterator, Coroutine
@@ -26,7 +30,10 @@ from typing import Any, TypeVar
 
 import asyncpg
 import pytest
+from sqlalchemy import create_engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from engine._storage.schema import upgrade_sqlite
 
 T = TypeVar("T")
 
@@ -41,6 +48,7 @@ PREFIX = "dexlite_test_"
 
 _created: set[str] = set()
 _template: list[str] = []
+_sqlite_template: list[Path] = []
 _lock = threading.Lock()
 
 
@@ -195,7 +203,11 @@ async def _create_template() -> str:
 def database_url_for(data_dir: Path) -> str:
     """Return the database URL of a test's directory on the selected backend."""
     if not ON_POSTGRES:
-        return f"sqlite+aiosqlite:///{data_dir}/dexlite.db"
+        path = data_dir / "dexlite.db"
+        if not path.exists():
+            data_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(_sqlite_schema(), path)
+        return f"sqlite+aiosqlite:///{path}"
     require_server()
     digest = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:16]
     return create_postgres_database(f"{PREFIX}{digest}")
@@ -266,3 +278,21 @@ def main() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _sqlite_schema() -> Path:
+    """Return this process's SQLite file holding dexlite's schema at the head revision (made on
+    first use, removed at exit): each test's database starts as a copy of it."""
+    with _lock:
+        if not _sqlite_template:
+            folder = Path(tempfile.mkdtemp(prefix="dexlite-schema-"))
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)
+            path = folder / "schema.db"
+            engine = create_engine(f"sqlite:///{path}", isolation_level="AUTOCOMMIT")
+            try:
+                with engine.connect() as conn:
+                    upgrade_sqlite(conn)
+            finally:
+                engine.dispose()
+            _sqlite_template.append(path)
+        return _sqlite_template[0]

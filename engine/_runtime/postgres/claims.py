@@ -1,12 +1,11 @@
-"""Step claims on a shared database: the StepQueue of a process among several.
+"""Step claims on a PostgreSQL database: the StepQueue of a process among several.
 
-A commit of this process claims the executions it queues (``statements.CLAIMANT``), so they arrive
-here with their fencing token and wait in memory like on SQLite. What this process did not
-queue itself it must claim first: Steps found at start-up, and, on every poll, the Steps of
+A commit of this process claims the executions it queues (``unit_statements.CLAIMANT``), so they
+arrive here with their fencing token and wait in memory like on SQLite. What this process did
+not queue itself it must claim first: Steps found at start-up, and, on every poll, the Steps of
 processes whose lease expired (taken with ``FOR UPDATE SKIP LOCKED``, so two processes never
-take the same one, and each claim raises the token so that anything the old holder returns
-later is refused at commit).
-"""
+take the same one, and each claim raises the token so that anything the old holder returns later
+is refused at commit)."""
 
 from __future__ import annotations
 

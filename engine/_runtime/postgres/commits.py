@@ -205,12 +205,12 @@ class PostgresCommitter(Committer):
         def releasing(conn: Connection) -> CommitResult:
             result = unit(conn)
             # One statement drops the rows when nobody is to be granted anything, sent with
-            # the unit's last writes when it has a tail.
-            tail = deferred_flush_of(conn)
+            # the unit's deferred writes when it has them.
+            deferred = deferred_flush_of(conn)
             if steps_wait:
                 fence(conn, -1)
-            elif tail is not None:
-                tail.drop_rpc_locks(flow_id, owner, fence)
+            elif deferred is not None:
+                deferred.drop_rpc_locks(flow_id, owner, fence)
             else:
                 fence(conn, drop_rpc_locks(conn, flow_id, owner))
             return result

@@ -1,4 +1,4 @@
-"""A serving process's lease on a shared database: its row in ``processes``, renewed while it
+"""A serving process's lease on a PostgreSQL database: its row in ``processes``, renewed while it
 runs and deleted when it stops.
 
 Times are the database server's clock (microseconds), so that machines with skewed clocks
@@ -37,7 +37,7 @@ def live_processes() -> Any:
 
 
 def new_process_id() -> str:
-    """Return a new ID for this process's engine: host, PID and a unique tail."""
+    """Return a new ID for this process's engine: host, PID and a unique suffix."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid7().hex[-12:]}"
 
 

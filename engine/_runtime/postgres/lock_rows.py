@@ -1,4 +1,4 @@
-"""The lock rows of a shared database, and the one algorithm that reads and changes them.
+"""The lock rows of a PostgreSQL database, and the one algorithm that reads and changes them.
 
 Every function here runs inside a transaction that holds the Flow's advisory lock
 (:func:`lock_flow`), so the grant order is the same whichever process asks; the

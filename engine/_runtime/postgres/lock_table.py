@@ -1,4 +1,4 @@
-"""Attribute locks as rows of a shared database, so that every process sees every holder.
+"""Attribute locks as rows of a PostgreSQL database, so that every process sees every holder.
 
 The rules are those of the in-process table (``engine._runtime.locks``): RPCs never queue,
 Steps queue first come first served behind earlier Steps wanting any of the same keys, and a
@@ -58,7 +58,7 @@ _l, _w = t.attribute_locks, t.lock_waiters
 
 
 class PostgresLockTable:
-    """The LockTable of a shared database."""
+    """The LockTable of a PostgreSQL database."""
 
     def __init__(self, database: PostgresDatabase, lease: ProcessLease, workload: Workload) -> None:
         self._database = database

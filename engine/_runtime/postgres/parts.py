@@ -1,4 +1,4 @@
-"""The coordination parts of a process on a shared database, built and started together."""
+"""The coordination parts of a process on a PostgreSQL database, built and started together."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One process's RPCs pass their lock rows on to each other while their commits go out in order.
 
-On a shared database an RPC holds its keys as rows until its commit, so RPCs that follow each
+On a PostgreSQL database an RPC holds its keys as rows until its commit, so RPCs that follow each
 other on the same keys (a Flow's registrations) each paid a round trip to take the rows and
 read, and a commit with its WAL flush, one after the other. Here, when an RPC whose effects are
 Attribute writes alone commits, its rows stay on the keys: its unit is queued in the Flow's
@@ -106,7 +106,7 @@ class _Relay:
 
 
 class Relays:
-    """The relays of one process's shared lock table, one per Flow ID at most."""
+    """The relays of one process's PostgreSQL lock table, one per Flow ID at most."""
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ unit takes first (``SELECT ... FOR UPDATE``, see ``rows.lock_run``). Units on di
 commit in parallel, and PostgreSQL's own group commit shares the WAL flushes.
 
 A unit's last writes (its history and change-log rows, an RPC's lock
-release) go to the server as one statement just before it commits (see ``tail``).
+release) go to the server as one statement just before it commits (see ``deferred_flush``).
 
 A statement that is its own transaction needs none of that: the point reads of a run or a
 snapshot (:meth:`PostgresDatabase.rows`), an RPC's lock take and drop, and the one-statement
@@ -21,7 +21,8 @@ A unit that loses a deadlock or a serialization check is rolled back by the serv
 touches the database, so it is replayed, a few times, before the error reaches its caller.
 
 Several processes may serve one database. Each pooled connection carries this process's ID
-(``statements.CLAIMANT``), so that the commits of this process claim the Step executions they queue.
+(``unit_statements.CLAIMANT``), so that the commits of this process claim the Step executions
+they queue.
 
 A server that is down or slow never hangs a caller or reaches it as a driver error: reaching
 the server, waiting for a pooled connection, each statement and each lock wait are bounded

@@ -1,9 +1,9 @@
 """The start of a Flow ID never used before, committed on PostgreSQL as one statement.
 
 Committed as a unit, a start costs a BEGIN, the Flow ID's lock, the run, the start Step and its
-counter, the tail and a COMMIT: eight round trips. Most starts name a new Flow ID, and those
-need no decision at all (no latest run, so no ID reuse policy to apply): here the same rows are
-one statement, its own transaction, written only if the Flow ID's row could be created:
+counter, the deferred writes and a COMMIT: eight round trips. Most starts name a new Flow ID,
+and those need no decision at all (no latest run, so no ID reuse policy to apply): here the same
+rows are one statement, its own transaction, written only if the Flow ID's row could be created:
 
 - the Flow ID's row pointing at the new run (``ON CONFLICT DO NOTHING``: a used ID writes
   nothing, and the caller commits the start as a unit, which applies the reuse policy);

@@ -1,12 +1,12 @@
 """A locked RPC that only writes Attributes, committed on PostgreSQL as one statement.
 
 The common RPC (a counter, the chunked pattern's registration) locks some Attributes, writes
-them and returns. Committed as a unit, it costs a BEGIN, the run's lock, the writes, the tail
-and a COMMIT: five round trips. Here the same changes are one statement, its own transaction,
-a call of ``dexlite_commit_rpc_writes`` (``functions/dexlite_commit_rpc_writes.sql``),
-which drops the RPC's lock rows first
-and writes only if it dropped exactly the rows the RPC took (the fence) and the run is still
-open (the run found by its ID alone, the rest a filter: ``statements.filter_only`` says why):
+them and returns. Committed as a unit, it costs a BEGIN, the run's lock, the writes, the
+deferred writes and a COMMIT: five round trips. Here the same changes are one statement, its own
+transaction, a call of ``dexlite_commit_rpc_writes``
+(``functions/dexlite_commit_rpc_writes.sql``), which drops the RPC's lock rows first and writes
+only if it dropped exactly the rows the RPC took (the fence) and the run is still open (the run
+found by its ID alone, the rest a filter: ``unit_statements.filter_only`` says why):
 
 - the run's next commit number (as ``rows.lock_run`` takes it inside a journaled unit);
 - the Attribute rows (upserts and deletes, the last write to a key winning);

@@ -2,7 +2,7 @@
 
 The common Step decision (``go_to`` and the like) closes its execution and creates the next
 ones, nothing more. Committed as a unit it costs a BEGIN, the run's lock with the attempt's
-check, the next Steps' numbers, their rows, the tail and a COMMIT. Here it is one call of
+check, the next Steps' numbers, their rows, the deferred writes and a COMMIT. Here it is one call of
 ``dexlite_move_step`` (``functions/dexlite_move_step.sql``), its own transaction, which writes
 only if the run is open and the attempt is still current (pending, at this attempt, under this
 claim, read once the run is locked):
