@@ -37,7 +37,7 @@ serve: $(SERVE_STAMP)
 # the suite waits on servers, subprocesses and the browser rather than the CPU. The modules go
 # out in the order tests/conftest.py gives them (the longest first).
 TEST_WORKERS ?= 4
-PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25
 
 # The suite runs on SQLite, then on PostgreSQL (DEXLITE_TEST_BACKEND=postgres) when a server
 # answers at DEXLITE_TEST_POSTGRES (default 127.0.0.1:5432); with DEXLITE_REQUIRE_POSTGRES=1 (CI)

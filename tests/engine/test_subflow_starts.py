@@ -18,7 +18,6 @@ from engine._ids import new_id
 from engine._storage import start_units, units
 from engine._storage import tables as t
 from engine._storage.database_settings import DatabaseSettings
-from engine._storage.journal import journaled
 from engine._storage.records import (
     Phase,
     QueuedStep,
@@ -29,6 +28,7 @@ from engine._storage.records import (
 )
 from engine._storage.rows import lock_run
 from engine._storage.sqlite.database import SQLiteDatabase
+from engine._storage.units import journaled
 from engine.options import IdReusePolicy
 from engine.subflow import SubFlowReusePolicy
 

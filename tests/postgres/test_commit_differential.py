@@ -1,12 +1,13 @@
 """Every PostgreSQL fast path writes exactly what its plain unit writes.
 
-PostgreSQL runs some commit rules as one statement or function call: the start of a new Flow
-ID, a Step decision that only moves on or only ends, a locked RPC's writes (and a relay's kept
-commit of them), an RPC's lock take with its read, and a unit's last writes (its tail). The
-plain unit (``engine/_storage/units.py``, through SQLAlchemy, no tail) is each rule's
-definition. Here hypothesis generates the state before and the commit; the fast path runs on
-one database and the plain way on another, set up alike, and every row of every table the
-example touched must be equal (history in its order), and so must the commit's answer.
+PostgreSQL runs some commit rules as one statement or function call: the start of a new Flow ID,
+a Step decision that only moves on or only ends, a locked RPC's writes (and a relay's kept
+commit of them), an RPC's lock take with its read, and a unit's deferred writes (flushed as one
+statement). The plain unit (``engine/_storage/units.py``, through SQLAlchemy, each write at
+once) is each rule's definition. Here hypothesis generates the state before and the commit; the
+fast path runs on one database and the plain way on another, set up alike, and every row of
+every table the example touched must be equal (history in its order), and so must the commit's
+answer.
 
 ``test_fast_path_mutations`` removes each step of each fast path in turn and shows that the
 comparison then fails: it is not blind to any of them.
@@ -36,7 +37,7 @@ from engine._runtime.postgres.lock_rows import clear_dead, holders_of, lock_flow
 from engine._storage import reads, units
 from engine._storage import sqlalchemy_internals as pg_direct
 from engine._storage import tables as t
-from engine._storage.postgres import rpc_writes, tail
+from engine._storage.postgres import deferred_flush, rpc_writes
 from engine._storage.postgres.first_starts import first_start
 from engine._storage.postgres.rpc_loads import SQL as TAKE_AND_LOAD
 from engine._storage.postgres.rpc_loads import loaded, take_and_load
@@ -739,13 +740,13 @@ async def test_a_lock_take_with_its_read_takes_and_reads_what_the_unit_does(
     await check_take(databases, case)
 
 
-# -- a unit's tail -------------------------------------------------------------------------------
+# -- a unit's deferred writes ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class TailCase:
     """A Step's decision (with Attribute writes and maybe next Steps) and, in the same unit,
-    an RPC's writes dropping its lock row when ``locked``: the parts a tail gathers."""
+    an RPC's writes dropping its lock row when ``locked``: the parts a deferred flush gathers."""
 
     step: StepCase
     writes: tuple[AttributeWrite, ...]
@@ -764,7 +765,7 @@ class TailCase:
             answer = step(conn)
             if self.locked:
                 answer = (answer, rpc(conn))
-                found = tail.deferred_flush_of(conn)
+                found = deferred_flush.deferred_flush_of(conn)
                 if found is not None:
                     found.drop_rpc_locks(world.flow_id, OWNER, lambda _conn, _dropped: None)
                 else:
@@ -788,7 +789,9 @@ async def check_tail(databases: Databases, case: TailCase) -> None:
     if case.locked:
         for engine in (databases.fast, databases.plain):
             await run(engine, lock_rows_of(world, OWNER, ("n",)))
-    fast = await run(databases.fast, lambda conn: tail.with_deferred_flush(conn, case.unit()))
+    fast = await run(
+        databases.fast, lambda conn: deferred_flush.with_deferred_flush(conn, case.unit())
+    )
     plain = await run(databases.plain, case.unit())
     assert type(fast) is type(plain)
     await same_rows(databases, world)

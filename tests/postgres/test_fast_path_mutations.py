@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from engine._ids import new_id
 from engine._outcomes import OutcomeKind
-from engine._storage.postgres import first_starts, tail
+from engine._storage.postgres import deferred_flush, first_starts
 from engine._storage.records import AttributeWrite, LoadPlan, Phase, QueuedStep, StepClose
 from tests.postgres.test_commit_differential import (
     FUNCTIONS,
@@ -424,29 +424,29 @@ MUTATIONS = {
     "take: the whole maps": Mutation(
         check_take, take_case, "IF cardinality(maps) > 0 THEN", "IF false THEN", function=TAKE
     ),
-    # A unit's tail.
-    "tail: the history": Mutation(
+    # A unit's deferred writes.
+    "deferred flush: the history": Mutation(
         check_tail,
         tail_case,
         "    ORDER BY n\n), c AS",
         "    WHERE false\n), c AS",
-        module=tail,
+        module=deferred_flush,
         name="FLUSH",
     ),
-    "tail: the change log": Mutation(
+    "deferred flush: the change log": Mutation(
         check_tail,
         tail_case,
         "$14::int8[], $15::bool[])\n",
         "$14::int8[], $15::bool[]) WHERE false\n",
-        module=tail,
+        module=deferred_flush,
         name="FLUSH",
     ),
-    "tail: the lock drop": Mutation(
+    "deferred flush: the lock drop": Mutation(
         check_tail,
         tail_case,
         "ELSE dexlite_drop_rpc_locks($16, $17) END",
         "ELSE length($17::text) * 0 END",
-        module=tail,
+        module=deferred_flush,
         name="FLUSH",
     ),
 }

@@ -302,7 +302,7 @@ PRIVATE_MODULES = ("sqlalchemy.util", "sqlalchemy.dialects.postgresql.asyncpg", 
 
 
 def test_only_sqlalchemy_internals_reaches_sqlalchemy_internals() -> None:
-    adapter = ROOT / "engine" / "_storage" / "postgres" / "sqlalchemy_internals.py"
+    adapter = ROOT / "engine" / "_storage" / "sqlalchemy_internals.py"
     found = []
     for path in sorted((ROOT / "engine").rglob("*.py")):
         if path == adapter:
