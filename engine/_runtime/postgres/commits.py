@@ -131,23 +131,25 @@ class PostgresCommitter(Committer):
             if rpc.locked
             else None
         )
+        # Its writes may go in a relay when another invocation is in line for the keys.
+        relayable = statement is not None and rpc.followed and self._relaying
         if relays.holds(flow_id, owner):
-            return await relays.commit(flow_id, owner, self._relayed(rpc, statement), steps_wait)
+            relayed = self._relayed(rpc, statement, relayable)
+            return await relays.commit(flow_id, owner, relayed, steps_wait)
         taken = self._rows.taken(owner)
         if not taken:  # it holds nothing: a plain commit
             try:
                 return await self.commit(rpc.unit(), after=rpc.after)
             finally:
                 rpc.on_released()
-        relayed = self._relayed(rpc, statement)
-        if relayed.relayable and not steps_wait and relays.start(flow_id, owner, taken):
+        if relayable and not steps_wait and relays.start(flow_id, owner, taken):
+            relayed = self._relayed(rpc, statement, relayable)
             return await relays.commit(flow_id, owner, relayed, steps_wait)
         return await self.commit_dropping(
             flow_id, owner, taken, rpc.unit(), rpc.after, statement, rpc.on_released
         )
 
-    def _relayed(self, rpc: RPCCommit, statement: RPCWrites | None) -> Relayed:
-        relayable = statement is not None and rpc.followed and self._relaying
+    def _relayed(self, rpc: RPCCommit, statement: RPCWrites | None, relayable: bool) -> Relayed:
         handed = HandedOff(rpc.unit(), rpc.after, rpc.run.run_id, rpc.effects.writes, rpc.run)
         return Relayed(self, rpc, handed, statement, relayable)
 
