@@ -36,8 +36,9 @@ pytestmark = postgres_only("several engines share one PostgreSQL database")
 class Attempts:
     """The Count attempts of one test, handed to the CountFlow of each of its engines."""
 
-    #: The attempts' Step execution IDs, in the order they entered.
-    entered: list[str] = dataclasses.field(default_factory=list)
+    #: The attempts (the engine they ran in, their Step execution ID), in the order they
+    #: entered.
+    entered: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     #: One gate per attempt, in the order the attempts entered.
     gates: list[asyncio.Event] = dataclasses.field(
         default_factory=lambda: [asyncio.Event(), asyncio.Event()]
@@ -50,7 +51,7 @@ class Count(Step[None]):
 
     async def execute(self, context: Context, input: None) -> StepDecision:
         attempts = self.flow.attempts
-        attempts.entered.append(context.step_execution_id)
+        attempts.entered.append((self.flow.engine, context.step_execution_id))
         await attempts.gates[len(attempts.entered) - 1].wait()
         self.flow.counter.set(context, (self.flow.counter.get(context) or 0) + 1)
         return graceful_complete(None)
@@ -59,8 +60,10 @@ class Count(Step[None]):
 class CountFlow(Flow[None]):
     counter = Attribute("counter", int)
 
-    def __init__(self, attempts: Attempts) -> None:
+    def __init__(self, attempts: Attempts, engine: str) -> None:
         self.attempts = attempts
+        #: Which of the test's engines serves this instance.
+        self.engine = engine
 
     def get_steps(self) -> StepList[None]:
         return StepList.start_step(Count())
@@ -108,9 +111,13 @@ async def test_a_taken_over_attempt_commits_once_and_the_superseded_one_is_refus
     engine_config: EngineConfig,
 ) -> None:
     attempts = Attempts()
+    # A lease far longer than the test: only the test's _expire ends one. With the suite's
+    # short lease a busy machine can delay a renewal past it, and the first engine would then
+    # take the Step back from the second (correctly, under a new claim).
+    config = dataclasses.replace(engine_config, lease_seconds=300.0)
     async with (
-        running_engine([CountFlow(attempts)], engine_config) as first,
-        running_engine([CountFlow(attempts)], engine_config) as second,
+        running_engine([CountFlow(attempts, "first")], config) as first,
+        running_engine([CountFlow(attempts, "second")], config) as second,
     ):
         await first.start_flow(CountFlow, "fenced", None)  # first's commit claims the Step
         await eventually(lambda: len(attempts.entered) == 1, what="the first attempt to run")
@@ -131,7 +138,7 @@ async def test_a_taken_over_attempt_commits_once_and_the_superseded_one_is_refus
         result = await second.wait_for_flow("fenced", wait_seconds=30)
         values = await first.get_attributes("fenced", ["counter"])
         history = (await second.get_flow_history("fenced")).events
-    assert attempts.entered == ["Count-1", "Count-1"]
+    assert attempts.entered == [("first", "Count-1"), ("second", "Count-1")]
     assert await _claimant(url, "fenced") != holder
     assert meanwhile.status == "RUNNING"
     assert result.status == "COMPLETED"
