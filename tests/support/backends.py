@@ -50,6 +50,7 @@ _created: set[str] = set()
 _template: list[str] = []
 _sqlite_template: list[Path] = []
 _lock = threading.Lock()
+_template_lock = threading.Lock()
 
 
 def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -119,28 +120,31 @@ _LINGUISTIC = " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
 
 @asynccontextmanager
 async def fresh_database(*, linguistic: bool = False) -> AsyncIterator[AsyncEngine]:
-    """Yield an async engine on a new database with dexlite's tables (made by the migrations,
-    not copied from the template); drop it after.
+    """Yield an async engine on a new database with dexlite's tables; drop it after.
 
-    ``linguistic``: the database's default collation is ICU en-US, so that SQL relying on it
-    instead of code-point order answers differently from SQLite (a server without ICU gives
-    its default database).
+    The database is a copy of this run's template (made by the migrations once per worker: a
+    copy takes a tenth of a second where the migrations take seconds), except a
+    ``linguistic`` one, whose default collation is ICU en-US, so that SQL relying on it instead
+    of code-point order answers differently from SQLite (a server without ICU gives its default
+    database): a copy keeps its template's collation, so that one runs the migrations itself.
     """
     from engine._storage.schema import upgrade
 
+    template = None if linguistic else _run_template()
     admin = await admin_connection()
     name = f"{PREFIX}{uuid.uuid4().hex[:12]}"
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"{_LINGUISTIC if linguistic else ""}')
-    except asyncpg.PostgresError:
-        if not linguistic:
-            await admin.close()
-            raise
-        await admin.execute(f'CREATE DATABASE "{name}"')
+    if template is not None:
+        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    else:
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"{_LINGUISTIC}')
+        except asyncpg.PostgresError:
+            await admin.execute(f'CREATE DATABASE "{name}"')
     engine = create_async_engine(postgres_url(name), pool_size=4)
     try:
-        async with engine.begin() as conn:
-            await conn.run_sync(upgrade)
+        if template is None:
+            async with engine.begin() as conn:
+                await conn.run_sync(upgrade)
         yield engine
     finally:
         await engine.dispose()
@@ -159,8 +163,7 @@ def create_postgres_database(name: str) -> str:
     its URL."""
     with _lock:
         if name not in _created:
-            template = _template[0] if _template else run_blocking(_create_template())
-            _template[:] = [template]
+            template = _run_template()
 
             async def create() -> None:
                 admin = await _admin()
@@ -176,6 +179,14 @@ def create_postgres_database(name: str) -> str:
             run_blocking(create())
             _created.add(name)
     return postgres_url(name)
+
+
+def _run_template() -> str:
+    """Return the name of this run's template database, creating it on first use."""
+    with _template_lock:
+        if not _template:
+            _template.append(run_blocking(_create_template()))
+        return _template[0]
 
 
 async def _create_template() -> str:
