@@ -206,7 +206,10 @@ async def test_an_rpc_whose_commit_outcome_is_unknown_is_not_replayed(
         }
         # A locked RPC that only writes commits as one statement of its own.
         one_statement = rpc_writes.SQL.strip()[:40]
-        await asyncio.to_thread(partial(proxy.cut_after_commit, 1, also=(one_statement,)))
+        # Only that statement: a lease renewal or poll committing meanwhile is not cut instead.
+        await asyncio.to_thread(
+            partial(proxy.cut_after_commit, 1, also=(one_statement,), within=())
+        )
         lost = await client.post("/api/v1/flows/u/rpcs/add", json={"input": 10})
         assert_problem(lost, 503, "UNAVAILABLE")
         assert proxy.commits_cut == 1
@@ -259,6 +262,15 @@ class GatedWritingFlow(Flow[None]):
         return StepList.start_step(GatedWritingStep())
 
 
+#: Statements of a Step decision's unit that the process's background work (lease renewals,
+#: takeover polls) never runs: the COMMIT cut is the one of a transaction that ran one.
+DECISION_WRITES = (
+    "UPDATE step_executions SET state",
+    "UPDATE step_executions SET phase",
+    "INSERT INTO history",
+)
+
+
 async def _cut_the_gated_decision(
     engine_config: engine.EngineConfig, tmp_path: Path, flow: Flow[None], *also: str
 ) -> Counter[str]:
@@ -273,7 +285,8 @@ async def _cut_the_gated_decision(
         async with running_engine([flow], config) as eng:
             await eng.start_flow(flow, "g")
             await eventually(lambda: Gate.runs == 1, what="the gated Step runs")
-            await asyncio.to_thread(partial(proxy.cut_after_commit, 1, also=also))
+            cut = partial(proxy.cut_after_commit, 1, also=also, within=DECISION_WRITES)
+            await asyncio.to_thread(cut)
             Gate.release.set()
 
             async def completed() -> bool:

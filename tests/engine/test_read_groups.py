@@ -92,7 +92,7 @@ async def test_a_group_whose_connection_is_cut_is_read_again_one_by_one(
             # The first grouped read (its text starts with the tag) reaches the server, and
             # its connection is reset before the answer comes back.
             tagged = tuple(f"SELECT ${n}::INT4 AS {TAG.upper()}" for n in range(1, 10))
-            proxy.cut_after_commit(1, also=tagged)
+            proxy.cut_after_commit(1, also=tagged, within=())
             statements.clear()
             await _read_all_at_once(eng)
             assert proxy.commits_cut == 1

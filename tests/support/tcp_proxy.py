@@ -182,8 +182,12 @@ class _Link:
         # Every prepared statement's text by name: the texts to cut at may be armed after a
         # statement was prepared (a pooled connection reuses it without a new Parse).
         self._statements: dict[bytes, bytes] = {}
-        self._commit_portals: set[bytes] = set()
         self._commit_executed = False
+        # The statements run since this connection's last COMMIT or ROLLBACK (what a COMMIT
+        # commits), when the armed cut looks at them (``within``).
+        self._transaction: list[bytes] = []
+        # The portal bound to each statement text (so Execute knows which ran).
+        self._portal_texts: dict[bytes, bytes] = {}
 
     # From the client.
 
@@ -210,7 +214,7 @@ class _Link:
         payload = message[5:]
         if kind == b"Q":  # Query: the simple protocol
             sql, _ = _cstring(payload, 0)
-            return _starts(sql, self.proxy._commit_texts) and self.proxy._take_commit_cut()
+            return self._cuts(sql) and self.proxy._take_commit_cut()
         if kind == b"P":  # Parse: statement name, query, parameter types
             name, offset = _cstring(payload, 0)
             sql, _ = _cstring(payload, offset)
@@ -219,24 +223,36 @@ class _Link:
             portal, offset = _cstring(payload, 0)
             statement, _ = _cstring(payload, offset)
             sql = self._statements.get(statement, b"")
-            if _starts(sql, self.proxy._commit_texts):
-                self._commit_portals.add(portal)
-            else:
-                self._commit_portals.discard(portal)
+            self._portal_texts[portal] = sql
         elif kind == b"E":  # Execute: portal name, row limit
             portal, _ = _cstring(payload, 0)
-            if portal in self._commit_portals:
+            if self._cuts(self._portal_texts.get(portal, b"")):
                 self._commit_executed = True
         elif kind == b"C":  # Close: 'S' statement or 'P' portal, then its name
             name, _ = _cstring(payload, 1)
             if payload[:1] == b"S":
                 self._statements.pop(name, None)
             else:
-                self._commit_portals.discard(name)
+                self._portal_texts.pop(name, None)
         elif kind == b"S":  # Sync: the server runs what came before and answers
             executed, self._commit_executed = self._commit_executed, False
             return executed and self.proxy._take_commit_cut()
         return False
+
+    def _cuts(self, sql: bytes) -> bool:
+        """Note that ``sql`` runs; return True when it is a statement the armed cut comes
+        after: a COMMIT (of a transaction that ran one of the ``within`` statements, when
+        given) or one of the ``also`` statements."""
+        proxy = self.proxy
+        if _starts(sql, ("COMMIT", "ROLLBACK", "END", "ABORT")):
+            ran, self._transaction = self._transaction, []
+            if not _starts(sql, ("COMMIT", "END")):
+                return False
+            within = proxy._commit_within
+            return within is None or any(_starts(text, within) for text in ran)
+        if proxy._commit_within is not None:
+            self._transaction.append(sql)
+        return _starts(sql, proxy._commit_texts)
 
     def _send_upstream(self, data: bytes) -> None:
         if self.upstream is None:
@@ -426,7 +442,8 @@ class CuttingProxy:
         self._refusing = False
         self._commit_cuts_armed = 0
         self._commits_cut = 0
-        self._commit_texts: tuple[str, ...] = ("COMMIT",)
+        self._commit_texts: tuple[str, ...] = ()
+        self._commit_within: tuple[str, ...] | None = None
         #: How many times a client waited for the server: the Query, Sync and Flush messages
         #: it sent (each ends what it sends before reading an answer); the caller may reset it.
         self.round_trips = 0
@@ -533,7 +550,9 @@ class CuttingProxy:
 
         self._call(set_refusing())
 
-    def cut_after_commit(self, count: int = 1, *, also: tuple[str, ...] = ()) -> None:
+    def cut_after_commit(
+        self, count: int = 1, *, also: tuple[str, ...] = (), within: tuple[str, ...] | None = None
+    ) -> None:
         """Arm the proxy: each of the next ``count`` COMMITs a client sends reaches the server,
         and that client's connection is reset without the server's answer being relayed (the
         commit happens; the client cannot know). ``count=0`` disarms it. ``also``: the starts
@@ -544,15 +563,21 @@ class CuttingProxy:
         with COMMIT, cut after the Sync that follows (a COMMIT only prepared is not cut). The
         reset comes once the server has answered the COMMIT (its ReadyForQuery), so that when
         the client sees its error the commit is visible to every other connection.
+
+        ``within``: only a COMMIT of a transaction that ran a statement starting with one of
+        these is cut (``()``: no COMMIT, only the ``also`` statements), so that what else the
+        client process commits meanwhile (a lease renewal, a poll) is not cut instead.
         """
         if count < 0:
             raise ValueError(f"count must not be negative, not {count}")
 
-        texts = ("COMMIT", *(text.strip().upper() for text in also))
+        texts = tuple(text.strip().upper() for text in also)
+        chosen = None if within is None else tuple(text.strip().upper() for text in within)
 
         async def arm() -> None:
             self._commit_cuts_armed = count
             self._commit_texts = texts
+            self._commit_within = chosen
 
         self._call(arm())
 
