@@ -5,7 +5,9 @@ temporary directory) or ``postgres`` (a new database on the server ``DEXLITE_TES
 names, default 127.0.0.1:5432 with trust authentication). A PostgreSQL database is named after
 the test's directory, so a server process restarted on that directory finds the same database;
 it is a copy of a template that already holds the schema, and it is dropped when the test that
-made it ends (a module's server keeps its database until the end of the run). A SQLite file
+made it ends (a module's server keeps its database until the end of the run), by a thread of
+its own while the next test runs (a DROP DATABASE waits on the server's files for a third of a
+second; the run's end waits for every drop). A SQLite file
 is a copy of one too, made once per process. Creating the schema per test would cost more than
 many a test; the migrations themselves are tested on databases of their own.
 
@@ -148,8 +150,8 @@ async def fresh_database(*, linguistic: bool = False) -> AsyncIterator[AsyncEngi
         yield engine
     finally:
         await engine.dispose()
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+        _dropper.drop([name])
 
 
 def postgres_url(name: str) -> str:
@@ -230,27 +232,83 @@ def created_databases() -> set[str]:
         return set(_created)
 
 
+class _Dropper:
+    """Drops databases on a thread of its own, in the order they were handed to it."""
+
+    def __init__(self) -> None:
+        self._queue: list[str] = []
+        self._ready = threading.Condition()
+        self._busy = False
+        self._failure: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def drop(self, names: list[str]) -> None:
+        """Drop ``names`` soon (their connections are closed, or ended by the drop)."""
+        if not names:
+            return
+        with self._ready:
+            self._queue.extend(names)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="drop-test-databases", daemon=True
+                )
+                self._thread.start()
+            self._ready.notify_all()
+
+    def wait(self) -> None:
+        """Return once every database handed over is dropped; raise what a drop raised."""
+        with self._ready:
+            while self._queue or self._busy:
+                self._ready.wait()
+            failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._queue:
+                    self._ready.wait()
+                chosen, self._queue = self._queue, []
+                self._busy = True
+            try:
+                run_blocking(_drop(chosen))
+            except BaseException as exc:  # told at the run's end (wait)
+                self._failure = exc
+            finally:
+                with self._ready:
+                    self._busy = False
+                    self._ready.notify_all()
+
+
+async def _drop(names: list[str]) -> None:
+    admin = await _admin()
+    try:
+        for name in names:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+_dropper = _Dropper()
+
+
 def drop_databases(names: set[str], *, template: bool = False) -> None:
-    """Drop the test databases ``names`` (when the test or module that made them ends); with
-    ``template``, the template too (when the run ends)."""
+    """Drop the test databases ``names`` (when the test or module that made them ends), on the
+    dropping thread; with ``template`` (when the run ends), wait for every drop, then drop the
+    template too."""
     with _lock:
         chosen = sorted(names & _created)
         _created.difference_update(chosen)
-        if template:
-            chosen.extend(_template)
-            _template.clear()
-    if not chosen:
+    _dropper.drop(chosen)
+    if not template:
         return
-
-    async def drop() -> None:
-        admin = await _admin()
-        try:
-            for name in chosen:
-                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
-
-    run_blocking(drop())
+    _dropper.wait()
+    with _lock:
+        chosen = list(_template)
+        _template.clear()
+    if chosen:
+        run_blocking(_drop(chosen))
 
 
 def sqlite_only(reason: str) -> Any:
