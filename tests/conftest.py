@@ -72,8 +72,23 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+#: The parametrized runs that add an HTTP hop to a test that also runs in process: the run of
+#: ``serve_flows`` through ``app.client.Client`` and a pattern's run through a front end. What
+#: the hop adds (the client, the server's routes, the front end) does not depend on the backend
+#: and runs in the SQLite half; on PostgreSQL each such test runs in process, and tests/api
+#: covers the server's routes on PostgreSQL.
+HTTP_HOPS = {"serve_flows": "client", "make_client": "front-end"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order the modules for the workers (see LONGEST_FIRST)."""
+    """Run the HTTP-hop runs (see HTTP_HOPS) in the SQLite half only, and order the modules
+    for the workers (see LONGEST_FIRST)."""
+    hop = backends.backend_independent("an HTTP hop over a test that also runs in process")
+    for item in items:
+        params = getattr(item, "callspec", None)
+        chosen = params.params if params is not None else {}
+        if any(chosen.get(name) == side for name, side in HTTP_HOPS.items()):
+            item.add_marker(hop)
     rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
     root = Path(str(config.rootpath))
     counts: dict[Path, int] = {}
