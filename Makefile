@@ -36,8 +36,13 @@ serve: $(SERVE_STAMP)
 # Test modules run on TEST_WORKERS workers at once (pytest-xdist, one module per worker): most of
 # the suite waits on servers, subprocesses and the browser rather than the CPU. The modules go
 # out in the order tests/conftest.py gives them (the longest first).
+# Side by side, the SQLite half (the longer) takes SQLITE_WORKERS and the PostgreSQL half
+# POSTGRES_WORKERS.
 TEST_WORKERS ?= 4
-PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25
+SQLITE_WORKERS ?= 5
+POSTGRES_WORKERS ?= 3
+PYTEST_ON = $(PY) -m pytest -n $(1) --dist loadscope --no-loadscope-reorder --durations=25
+PYTEST := $(call PYTEST_ON,$(TEST_WORKERS))
 
 # The suite runs on SQLite and on PostgreSQL (DEXLITE_TEST_BACKEND=postgres) when a server
 # answers at DEXLITE_TEST_POSTGRES (default 127.0.0.1:5432); with DEXLITE_REQUIRE_POSTGRES=1 (CI)
@@ -50,8 +55,9 @@ test: install
 	@if [ "$${DEXLITE_REQUIRE_POSTGRES:-}" = 1 ] || $(PY) -m tests.support.backends; then \
 		mkdir -p $(TEST_LOGS); \
 		echo "== the suite on SQLite and on PostgreSQL, side by side (logs in $(TEST_LOGS)/) =="; \
-		$(PYTEST) > $(TEST_LOGS)/sqlite.log 2>&1 & lite=$$!; \
-		DEXLITE_TEST_BACKEND=postgres $(PYTEST) > $(TEST_LOGS)/postgres.log 2>&1; pg=$$?; \
+		$(call PYTEST_ON,$(SQLITE_WORKERS)) > $(TEST_LOGS)/sqlite.log 2>&1 & lite=$$!; \
+		DEXLITE_TEST_BACKEND=postgres $(call PYTEST_ON,$(POSTGRES_WORKERS)) \
+			> $(TEST_LOGS)/postgres.log 2>&1; pg=$$?; \
 		wait $$lite; lite=$$?; \
 		echo "== SQLite =="; cat $(TEST_LOGS)/sqlite.log; \
 		echo "== PostgreSQL =="; cat $(TEST_LOGS)/postgres.log; \
