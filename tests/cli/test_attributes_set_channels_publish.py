@@ -43,10 +43,23 @@ def test_attributes_set_writes_values_and_prints_the_run_and_what_it_wrote(
     ]
 
 
+def _past_its_wait_for(api: httpx.Client, flow_id: str) -> None:
+    """Wait until the Flow's Step has begun its Timer wait: its ``wait_for`` holds the locks of
+    ``status`` and ``progress/payment`` until then, and a write of them meanwhile is a lock
+    conflict (what a loaded machine showed)."""
+
+    def waiting() -> bool:
+        steps = api.get(f"/api/v1/flows/{flow_id}/pending-steps").json()["steps"]
+        return [s["phase"] for s in steps] == ["EXECUTE"]
+
+    wait_until(waiting, what=f"the Step of {flow_id} to begin its Timer wait")
+
+
 def test_attributes_set_writes_several_names_and_map_instances_and_null_erases(
-    dexlite: Dexlite, flow_id: str
+    dexlite: Dexlite, api: httpx.Client, flow_id: str
 ) -> None:
     dexlite.ok("flows", "start", "AttributeFlow", flow_id, "--input", '{"waitSeconds": 600}')
+    _past_its_wait_for(api, flow_id)
     written = dexlite.ok(
         "attributes", "set", flow_id, f'{STATUS}="paid"', f'{PAYMENT}="half"', f'{API_KEY}="sk-1"'
     )
