@@ -110,6 +110,7 @@ async def test_a_commit_that_waits_past_a_timeout_answers_503_and_commits_nothin
             body = assert_problem(refused, 503, "UNAVAILABLE")
             assert refused.headers["Retry-After"] == "1"
             assert what in body["detail"], body
+
             # The database answers reads meanwhile: the process is ready (on a loaded machine
             # a first probe may itself run past the short statement timeout).
             async def ready() -> bool:
