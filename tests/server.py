@@ -39,6 +39,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def listens(pid: int, port: int) -> bool:
+    """Return True when process ``pid`` holds the socket listening on 127.0.0.1:``port``
+    (Linux: its socket inodes against /proc/net/tcp)."""
+    try:
+        links = (os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd"))
+        inodes = {link[8:-1] for link in links if link.startswith("socket:[")}
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:  # the process is gone (its exit is seen by the caller)
+        return False
+    wanted = f"0100007F:{port:04X}"
+    for line in lines:
+        fields = line.split()
+        # local address, state (0A: LISTEN), inode
+        if fields[1] == wanted and fields[3] == "0A" and fields[9] in inodes:
+            return True
+    return False
+
+
 class ServerProcess:
     """``uvicorn --factory <factory>`` on a free port over a database in ``data_dir``."""
 
@@ -155,6 +173,10 @@ class ServerProcess:
         assert self.process is not None
         if self.process.poll() is not None:
             raise RuntimeError(f"server exited ({self.process.returncode}):\n{self.log_text()}")
+        if not listens(self.process.pid, self.port):
+            # Not bound yet, or (another test's server took the port between free_port and
+            # this bind, and this one is failing) not ours: never ask the other one.
+            return False
         try:
             return httpx.get(f"{self.url}{self.ready_path}", timeout=1).status_code == 200
         except httpx.TransportError:

@@ -14,7 +14,10 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-DEFAULT_TIMEOUT = 10.0
+#: How long a condition may take to hold. A passing wait returns as soon as it holds; this is
+#: only how long a stalled one takes to fail, and `make test` runs both halves side by side on
+#: two cores, where a Step's first commit once took over 10 s to come.
+DEFAULT_TIMEOUT = 30.0
 INTERVAL = 0.01
 
 
